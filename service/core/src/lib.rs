@@ -1,1 +1,37 @@
-//! placeholder
+//! The runner-manager domain: policies, labels, the attempt state machine, the allocator,
+//! demand matching and the recovery decision.
+//!
+//! Pure by design: no IO, no async, no clock reads (callers pass `now`), no randomness (callers
+//! pass ids), no wire format. Everything that decides lives here so it can be tested
+//! exhaustively; adapters only carry out the decisions.
+
+mod text;
+
+pub mod allocator;
+pub mod attempt;
+pub mod demand;
+pub mod host;
+pub mod ids;
+pub mod labels;
+pub mod policy;
+pub mod recovery;
+pub mod target;
+pub mod time;
+
+pub use allocator::{allocate, headroom, Allocation, AllocationInput, Grant, Limit, PolicyDemand};
+pub use attempt::{
+    Attempt, AttemptParts, AttemptRecordError, AttemptState, FailureReason, Observed, Outcome,
+    OutcomeError, OutcomeKind, ProcessIdentity, RecordProblem, TerminateReason, TransitionError,
+};
+pub use demand::{job_matches, match_demand, DemandCount, JobDemand, RunsOn, UnresolvableJob};
+pub use host::Host;
+pub use ids::{AttemptId, HostId, IdError, PolicyId, RUNNER_NAME_PREFIX};
+pub use labels::{
+    routing_label, Arch, HostLabel, Label, LabelError, LabelSet, Os, ProfileName, RoutingPrefix,
+    SlugProblem,
+};
+pub use policy::{Policy, PolicyError, PolicyParts, PolicySpec, PolicyState, WorkspaceMode};
+pub use recovery::{decide, Conclusion, Decision, Evidence, GitHubView, Observation, Timeouts};
+pub use target::{AccountName, AccountRole, RepoName, Target, TargetError};
+pub use text::ParseEnumError;
+pub use time::Timestamp;

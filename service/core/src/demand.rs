@@ -1,0 +1,136 @@
+//! Which queued jobs a policy could serve.
+//!
+//! A job matches when every label its `runs-on` requires is among the policy's labels
+//! (case-insensitive). A `runs-on` that could not be resolved to labels (an expression, a runner
+//! group) is reported, never counted. An empty label list is treated as unresolvable: it would
+//! otherwise match every policy.
+
+use crate::labels::LabelSet;
+
+/// A job's `runs-on`, as far as the GitHub adapter could resolve it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunsOn {
+    Labels(Vec<String>),
+    /// The raw text the adapter could not turn into labels.
+    Unresolvable(String),
+}
+
+/// One queued job of the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobDemand {
+    pub job_id: u64,
+    pub run_id: u64,
+    pub labels: RunsOn,
+}
+
+/// A job that was reported instead of counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvableJob {
+    pub job_id: u64,
+    pub run_id: u64,
+    pub raw: String,
+}
+
+/// A policy's demand for this pass.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DemandCount {
+    pub matched: u32,
+    pub unresolvable: Vec<UnresolvableJob>,
+    /// True when the adapter capped how many runs it listed: the real demand may be higher.
+    pub is_floor: bool,
+}
+
+/// Whether a job requiring `required` may run on a runner with `labels`.
+pub fn job_matches(labels: &LabelSet, required: &[String]) -> bool {
+    !required.is_empty() && required.iter().all(|l| labels.contains(l))
+}
+
+/// Counts the jobs `labels` can serve; `is_floor` passes through from the adapter.
+pub fn match_demand(labels: &LabelSet, jobs: &[JobDemand], is_floor: bool) -> DemandCount {
+    let mut count = DemandCount {
+        is_floor,
+        ..DemandCount::default()
+    };
+    for job in jobs {
+        match &job.labels {
+            RunsOn::Labels(required) if required.is_empty() => {
+                count.unresolvable.push(UnresolvableJob {
+                    job_id: job.job_id,
+                    run_id: job.run_id,
+                    raw: "[]".to_owned(),
+                })
+            }
+            RunsOn::Labels(required) => {
+                if job_matches(labels, required) {
+                    count.matched = count.matched.saturating_add(1);
+                }
+            }
+            RunsOn::Unresolvable(raw) => count.unresolvable.push(UnresolvableJob {
+                job_id: job.job_id,
+                run_id: job.run_id,
+                raw: raw.clone(),
+            }),
+        }
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64, labels: &[&str]) -> JobDemand {
+        JobDemand {
+            job_id: id,
+            run_id: 100,
+            labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_job_matches_when_all_its_labels_are_the_policys() {
+        let labels = LabelSet::parse(["rm-home-linux-x64", "self-hosted", "gpu"]).unwrap();
+        let jobs = [
+            job(1, &["rm-home-linux-x64"]),
+            job(2, &["self-hosted", "RM-Home-Linux-X64"]),
+            job(3, &["rm-home-linux-x64", "windows"]),
+            job(4, &["ubuntu-latest"]),
+        ];
+        let count = match_demand(&labels, &jobs, false);
+        assert_eq!(count.matched, 2);
+        assert!(count.unresolvable.is_empty());
+        assert!(!count.is_floor);
+    }
+
+    #[test]
+    fn unresolvable_jobs_are_reported_not_counted() {
+        let labels = LabelSet::parse(["rm-home-linux-x64"]).unwrap();
+        let jobs = [
+            job(1, &["rm-home-linux-x64"]),
+            JobDemand {
+                job_id: 2,
+                run_id: 7,
+                labels: RunsOn::Unresolvable("${{ matrix.os }}".into()),
+            },
+            job(3, &[]),
+        ];
+        let count = match_demand(&labels, &jobs, true);
+        assert_eq!(count.matched, 1);
+        assert_eq!(
+            count.unresolvable,
+            vec![
+                UnresolvableJob {
+                    job_id: 2,
+                    run_id: 7,
+                    raw: "${{ matrix.os }}".into()
+                },
+                UnresolvableJob {
+                    job_id: 3,
+                    run_id: 100,
+                    raw: "[]".into()
+                },
+            ]
+        );
+        assert!(count.is_floor);
+    }
+}

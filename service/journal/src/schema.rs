@@ -1,0 +1,124 @@
+//! Forward-only schema migrations, versioned by `PRAGMA user_version`.
+//!
+//! Migration `n` (1-based) takes the schema from version `n-1` to `n`. Entries
+//! are never edited once released; a change is a new entry. A file whose
+//! version is above [`LATEST_VERSION`] is refused at open, never migrated down.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{JournalError, RefusalReason};
+use crate::open::APPLICATION_ID;
+
+/// Version 1: hosts, policies, attempts, meta.
+///
+/// - `policies.id` is AUTOINCREMENT so a deleted policy's id is never reused:
+///   attempts keep their `policy_id` after the policy is gone and must never
+///   be mistaken for attempts of a newer policy.
+/// - `attempts.policy_id` is deliberately not a foreign key: attempts of a
+///   removed policy survive, are still supervised and still count against
+///   host capacity.
+/// - `hosts` holds at most one row (`slot = 1`): this machine.
+/// - `policies.target` compares case-insensitively, as GitHub names do, so
+///   `Me/App` and `me/app` cannot become two policies.
+/// - No column holds a secret (token, JIT config, device code).
+const V1: &str = r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE hosts (
+    slot          INTEGER PRIMARY KEY CHECK (slot = 1),
+    id            TEXT NOT NULL,
+    os            TEXT NOT NULL,
+    arch          TEXT NOT NULL,
+    label         TEXT NOT NULL,
+    capacity      INTEGER NOT NULL CHECK (capacity >= 0),
+    runner_root   TEXT,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE policies (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    target         TEXT NOT NULL COLLATE NOCASE,
+    profile        TEXT NOT NULL,
+    enabled        INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+    state          TEXT NOT NULL,
+    max_capacity   INTEGER CHECK (max_capacity IS NULL OR max_capacity >= 0),
+    min_capacity   INTEGER NOT NULL CHECK (min_capacity >= 0),
+    labels         TEXT NOT NULL,
+    workspace_mode TEXT NOT NULL,
+    revision       INTEGER NOT NULL CHECK (revision >= 1),
+    created_at_ms  INTEGER NOT NULL,
+    updated_at_ms  INTEGER NOT NULL,
+    UNIQUE (target, profile)
+) STRICT;
+
+CREATE TABLE attempts (
+    id                  TEXT PRIMARY KEY NOT NULL,
+    policy_id           INTEGER NOT NULL,
+    runner_name         TEXT NOT NULL UNIQUE,
+    state               TEXT NOT NULL,
+    outcome             TEXT,
+    failure_reason      TEXT,
+    runner_id           INTEGER,
+    pid                 INTEGER,
+    process_start_time  INTEGER,
+    terminate_intent    TEXT,
+    created_at_ms       INTEGER NOT NULL,
+    state_changed_at_ms INTEGER NOT NULL,
+    concluded_at_ms     INTEGER,
+    cleaned_at_ms       INTEGER,
+    version             INTEGER NOT NULL CHECK (version >= 1),
+    written_at_ms       INTEGER NOT NULL,
+    CHECK ((pid IS NULL) = (process_start_time IS NULL)),
+    CHECK (failure_reason IS NULL OR outcome = 'failed')
+) STRICT;
+
+CREATE INDEX attempts_by_policy ON attempts (policy_id);
+CREATE INDEX attempts_by_state ON attempts (state);
+"#;
+
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes and understands.
+pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the file up to [`LATEST_VERSION`] in one immediate transaction. The
+/// version is re-read under the write lock, so two processes opening a fresh
+/// file at once apply each migration exactly once.
+pub(crate) fn migrate(path: &Path, conn: &mut Connection) -> Result<(), JournalError> {
+    if user_version(conn)? == LATEST_VERSION {
+        return Ok(()); // the usual case: no write lock, no write
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let current = user_version(&tx)?;
+    if current > LATEST_VERSION {
+        return Err(JournalError::Refused {
+            path: path.to_path_buf(),
+            reason: RefusalReason::NewerSchema {
+                found: current,
+                known: LATEST_VERSION,
+            },
+            fix: "upgrade runner-manager or point --data-dir elsewhere".to_owned(),
+        });
+    }
+    let start = usize::try_from(current).map_err(|_| JournalError::Corrupt {
+        path: path.to_path_buf(),
+        detail: format!("impossible schema version {current}"),
+    })?;
+    for migration in &MIGRATIONS[start..] {
+        tx.execute_batch(migration)?;
+    }
+    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    tx.pragma_update(None, "user_version", LATEST_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
+
+pub(crate) fn user_version(conn: &Connection) -> Result<i64, JournalError> {
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+}
