@@ -1,1 +1,41 @@
-//! placeholder
+//! rm-github: everything the service and the tray need from GitHub (see
+//! `shared/design/GITHUB.md`): device-flow sign-in, token renewal, installation
+//! and repository discovery, demand (queued jobs), JIT runners, runner package
+//! metadata, the rate-limit budget and backoff. Built on octocrab's HTTP stack
+//! with raw calls, so headers (ETags, rate limits) stay visible.
+
+mod auth;
+pub mod backoff;
+pub mod budget;
+mod client;
+mod config;
+mod credential;
+mod demand;
+mod device_flow;
+mod endpoints;
+mod error;
+mod etag;
+mod installations;
+pub mod models;
+mod oauth;
+mod package;
+mod runners;
+mod transport;
+
+pub use auth::AuthState;
+pub use backoff::Backoff;
+pub use budget::{
+    BudgetMeter, BudgetSnapshot, Counts, EndpointUsage, Planner, PollPlan, RateLimit,
+};
+pub use client::{Cost, GitHubClient};
+pub use config::{default_user_agent, ClientConfig, DEFAULT_CLIENT_ID};
+pub use credential::{Credential, CredentialStore, MemoryCredentialStore, StoreError};
+pub use demand::{Demand, QueuedJob};
+pub use device_flow::{DeviceCode, DeviceFlow, DeviceFlowError, PollOutcome};
+pub use endpoints::Endpoints;
+pub use error::{redact, GitHubError};
+pub use installations::TargetAccess;
+pub use models::{Account, Installation, RepoPermissions, Repository, Runner, RunnerLabel};
+pub use package::{host_platform, platform, RunnerPackage};
+pub use runners::{Gone, JitConfig, JitRequest};
+pub use secrecy::{ExposeSecret, SecretString};

@@ -1,0 +1,350 @@
+//! The authenticated REST client: current token, one renewal on 401,
+//! transient retries for idempotent calls, conditional GETs and pagination.
+
+use crate::auth::{AuthState, Session};
+use crate::budget::{BudgetMeter, BudgetSnapshot, Planner};
+use crate::config::ClientConfig;
+use crate::credential::{Credential, CredentialStore};
+use crate::error::GitHubError;
+use crate::etag::EtagCache;
+use crate::models::Paged;
+use crate::oauth::json_error_kind;
+use crate::transport::{next_link, pause, Body, Request, Transport};
+use http::{HeaderMap, Method};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The GitHub adapter the service uses. Cheap to clone; clones share the
+/// session, the budget meter and the caches.
+#[derive(Clone)]
+pub struct GitHubClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) transport: Transport,
+    pub(crate) session: Session,
+    pub(crate) etags: EtagCache,
+    pub(crate) org_repos: Mutex<OrgRepoCache>,
+    pub(crate) settled_runs: Mutex<HashMap<u64, crate::demand::RunMemo>>,
+}
+
+/// Organization (lower-cased) → when read, its repositories.
+pub(crate) type OrgRepoCache = HashMap<String, (Instant, Arc<Vec<crate::models::Repository>>)>;
+
+/// One answer, with how it counted.
+pub(crate) struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Arc<str>,
+    /// Requests made (retries included) and how many were charged.
+    pub cost: Cost,
+    /// The ETag to remember if the body parses.
+    etag: Option<(String, u64)>,
+}
+
+/// Requests a call made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// Requests sent.
+    pub requests: u64,
+    /// Of those, answered 2xx (charged against the primary limit).
+    pub charged: u64,
+}
+
+impl std::ops::AddAssign for Cost {
+    fn add_assign(&mut self, o: Cost) {
+        self.requests += o.requests;
+        self.charged += o.charged;
+    }
+}
+
+/// Items of a paginated list, and whether the page cap cut it short.
+pub(crate) struct Listing<T> {
+    pub items: Vec<T>,
+    pub truncated: bool,
+    pub cost: Cost,
+}
+
+impl GitHubClient {
+    /// A client for `config`, taking its credential from `store`.
+    pub fn new(config: ClientConfig, store: Arc<dyn CredentialStore>) -> Result<Self, GitHubError> {
+        let session = Session::new(store, config.client_id.clone(), config.renew_margin)?;
+        let etags = EtagCache::new(config.etag_capacity);
+        let transport = Transport::new(Arc::new(config), Arc::new(BudgetMeter::default()))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                transport,
+                session,
+                etags,
+                org_repos: Mutex::new(HashMap::new()),
+                settled_runs: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.transport.config
+    }
+
+    /// Sign-in state for `status` and the tray.
+    pub fn auth_state(&self) -> AuthState {
+        self.inner.session.state()
+    }
+
+    /// Installs a credential from sign-in: saved to the store, then used.
+    pub fn set_credential(&self, credential: Credential) -> Result<(), GitHubError> {
+        self.inner.session.set_credential(credential)
+    }
+
+    /// Re-reads the credential store (a new credential arrived).
+    pub fn reload_credential(&self) -> Result<AuthState, GitHubError> {
+        self.inner.session.reload()
+    }
+
+    /// Forgets the credential in memory; the caller purges its stores.
+    pub fn sign_out(&self) {
+        self.inner.session.sign_out();
+    }
+
+    /// How many token refreshes this client has sent.
+    pub fn refresh_count(&self) -> u64 {
+        self.inner.session.refreshes()
+    }
+
+    /// Budget figures for `status`.
+    pub fn budget(&self) -> BudgetSnapshot {
+        self.inner.transport.meter.snapshot()
+    }
+
+    /// A poll planner fed with this client's measurements.
+    pub fn planner(&self) -> Planner {
+        Planner::from_snapshot(&self.budget())
+    }
+
+    /// Records a finished demand poll in the budget meter.
+    pub(crate) fn record_poll(&self, cost: Cost) {
+        self.inner
+            .transport
+            .meter
+            .record_poll(cost.charged, cost.requests);
+    }
+
+    pub(crate) fn api_url(&self, path: &str) -> String {
+        self.config().endpoints.api_url(path)
+    }
+
+    /// Sends a REST request: renews the token once on 401, retries transient
+    /// failures of idempotent methods with backoff, and (when `conditional`)
+    /// sends `If-None-Match` and turns a 304 into the remembered answer.
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        url: &str,
+        endpoint: &'static str,
+        body: Option<&serde_json::Value>,
+        conditional: bool,
+    ) -> Result<Answer, GitHubError> {
+        let inner = &*self.inner;
+        let idempotent = method != Method::POST && method != Method::PATCH;
+        let body_text = body.map(serde_json::Value::to_string);
+        let mut attempt = 0u32;
+        let mut renewed = false;
+        let mut cost = Cost::default();
+        let mut access = inner.session.access(&inner.transport).await?;
+        loop {
+            let cached = if conditional {
+                inner.etags.get(url, access.generation)
+            } else {
+                None
+            };
+            let mut req = Request::rest(method.clone(), url.to_string(), endpoint, &access.token);
+            req.if_none_match = cached.as_ref().map(|(e, _)| e.clone());
+            if let Some(b) = &body_text {
+                req.body = Body::Json(b.clone());
+            }
+            let sent = inner.transport.send(req).await;
+            cost.requests += 1;
+            let failure = match sent {
+                Ok(r) if r.status == 401 => {
+                    if renewed {
+                        return Err(inner.session.refused_after_renewal());
+                    }
+                    renewed = true;
+                    access = inner
+                        .session
+                        .unauthorized(&inner.transport, access.generation)
+                        .await?;
+                    continue;
+                }
+                Ok(r) if r.status == 304 => {
+                    if let Some((_, body)) = cached {
+                        return Ok(Answer {
+                            status: 200,
+                            headers: r.headers,
+                            body,
+                            cost,
+                            etag: None,
+                        });
+                    }
+                    GitHubError::transient(
+                        format!("{endpoint}: 304 for a request that was not conditional"),
+                        Some(304),
+                    )
+                }
+                Ok(r) if r.status >= 500 => {
+                    GitHubError::transient(format!("{endpoint}: HTTP {}", r.status), Some(r.status))
+                }
+                Ok(r) => {
+                    if (200..300).contains(&r.status) {
+                        cost.charged += 1;
+                    }
+                    let etag = if conditional && (200..300).contains(&r.status) {
+                        r.headers
+                            .get(http::header::ETAG)
+                            .and_then(|v| v.to_str().ok())
+                            .map(|e| (e.to_string(), access.generation))
+                    } else {
+                        None
+                    };
+                    return Ok(Answer {
+                        status: r.status,
+                        headers: r.headers,
+                        body: Arc::from(r.body),
+                        cost,
+                        etag,
+                    });
+                }
+                Err(e) => e,
+            };
+            if idempotent
+                && matches!(failure, GitHubError::Transient { .. })
+                && attempt < self.config().transient_retries
+            {
+                let delay = self.config().backoff.delay(attempt);
+                tracing::debug!(endpoint, attempt, delay_ms = delay.as_millis() as u64, error = %failure, "retrying GitHub request");
+                attempt += 1;
+                pause(delay).await;
+                continue;
+            }
+            return Err(failure);
+        }
+    }
+
+    /// GET and parse a JSON answer, conditionally.
+    pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        endpoint: &'static str,
+        what: &str,
+    ) -> Result<(T, Answer), GitHubError> {
+        let answer = self.call(Method::GET, url, endpoint, None, true).await?;
+        let answer = expect_success(answer, what)?;
+        let value = self.parse(&answer, endpoint)?;
+        self.remember(url, &answer);
+        Ok((value, answer))
+    }
+
+    /// Parses an answer's body; remembers its ETag only once it parsed.
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+        &self,
+        answer: &Answer,
+        endpoint: &'static str,
+    ) -> Result<T, GitHubError> {
+        let value = serde_json::from_str::<T>(&answer.body).map_err(|e| {
+            GitHubError::transient(
+                format!(
+                    "{endpoint}: malformed answer ({} at line {} column {})",
+                    json_error_kind(&e),
+                    e.line(),
+                    e.column()
+                ),
+                Some(answer.status),
+            )
+        })?;
+        Ok(value)
+    }
+
+    /// GET every page of a list (up to `max_pages`), conditionally per page.
+    pub(crate) async fn list<P: Paged>(
+        &self,
+        first_url: String,
+        endpoint: &'static str,
+        what: &str,
+        max_pages: u32,
+    ) -> Result<Listing<P::Item>, GitHubError> {
+        let mut items = Vec::new();
+        let mut cost = Cost::default();
+        let mut url = first_url;
+        let mut pages = 0u32;
+        let mut total: Option<u64> = None;
+        loop {
+            let answer = self.call(Method::GET, &url, endpoint, None, true).await?;
+            cost += answer.cost;
+            let answer = expect_success(answer, what)?;
+            let page: P = self.parse(&answer, endpoint)?;
+            self.remember(&url, &answer);
+            let (mut page_items, page_total) = page.into_items();
+            total = total.or(page_total);
+            let empty = page_items.is_empty();
+            items.append(&mut page_items);
+            pages += 1;
+            match next_link(&answer.headers) {
+                Some(next) if !empty => {
+                    if pages >= max_pages.max(1) {
+                        return Ok(Listing {
+                            items,
+                            truncated: true,
+                            cost,
+                        });
+                    }
+                    url = next;
+                }
+                _ => break,
+            }
+        }
+        let truncated = total.map(|t| (items.len() as u64) < t).unwrap_or(false);
+        Ok(Listing {
+            items,
+            truncated,
+            cost,
+        })
+    }
+
+    /// Stores a parsed-good answer's ETag for `url`.
+    pub(crate) fn remember(&self, url: &str, answer: &Answer) {
+        if let Some((etag, generation)) = &answer.etag {
+            self.inner
+                .etags
+                .put(url, *generation, etag, answer.body.clone());
+        }
+    }
+}
+
+/// Maps non-2xx statuses (other than those `call` handles) to typed errors.
+pub(crate) fn expect_success(answer: Answer, what: &str) -> Result<Answer, GitHubError> {
+    match answer.status {
+        200..=299 => Ok(answer),
+        s => Err(status_error(s, &answer, what)),
+    }
+}
+
+pub(crate) fn status_error(status: u16, answer: &Answer, what: &str) -> GitHubError {
+    let message = crate::transport::Response {
+        status,
+        headers: HeaderMap::new(),
+        body: answer.body.to_string(),
+    }
+    .message();
+    match status {
+        401 => GitHubError::Unauthorized,
+        403 => GitHubError::Forbidden { message },
+        404 => GitHubError::NotFound {
+            what: what.to_string(),
+        },
+        409 => GitHubError::Conflict { message },
+        _ => GitHubError::Invalid { status, message },
+    }
+}

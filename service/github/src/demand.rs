@@ -1,0 +1,286 @@
+//! Demand per target (GITHUB.md §4): queued jobs, found by listing the
+//! `queued` and `in_progress` runs (an in-progress run can hold queued jobs)
+//! and their latest jobs. Every GET is conditional, so an idle target costs
+//! nothing against the primary limit.
+
+use crate::client::{Cost, GitHubClient};
+use crate::error::GitHubError;
+use crate::models::{JobsPage, RunsPage};
+use chrono::{DateTime, Utc};
+use rm_core::Target;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One queued job waiting for a runner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QueuedJob {
+    /// Repository owner.
+    pub owner: String,
+    /// Repository name.
+    pub repo: String,
+    /// Workflow run id.
+    pub run_id: u64,
+    /// Job id.
+    pub job_id: u64,
+    /// Job name.
+    pub name: String,
+    /// The `runs-on` labels.
+    pub labels: Vec<String>,
+    /// When the job was queued.
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// Queued jobs of one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Demand {
+    /// The queued jobs, oldest first.
+    pub jobs: Vec<QueuedJob>,
+    /// True when page caps (or a repository that could not be read) mean
+    /// there may be more: the count is a floor.
+    pub is_floor: bool,
+    /// Repositories polled.
+    pub repositories: usize,
+    /// Requests this poll made (304s included) and how many were charged.
+    pub requests: u64,
+    /// Charged requests.
+    pub charged: u64,
+}
+
+/// What the last jobs listing of an in-progress run showed: when every job
+/// had started and the run has not changed since (same `updated_at` in the
+/// runs list), no job of it can be queued, so its jobs are not listed again.
+/// That keeps step progress of long jobs (which changes the jobs listing)
+/// from costing a charged request every poll.
+pub(crate) struct RunMemo {
+    repo: String,
+    updated_at: String,
+}
+
+/// Job statuses that have not started yet (and may still become `queued`).
+const NOT_STARTED: [&str; 4] = ["queued", "waiting", "pending", "requested"];
+
+struct RepoDemand {
+    jobs: Vec<QueuedJob>,
+    is_floor: bool,
+    cost: Cost,
+}
+
+impl GitHubClient {
+    /// Queued jobs for `target`; for an organization over the repositories
+    /// the App reaches there (cached list).
+    pub async fn demand(&self, target: &Target) -> Result<Demand, GitHubError> {
+        let result = match target {
+            Target::Repository { owner, name } => {
+                let d = self
+                    .repository_demand(owner.as_str(), name.as_str())
+                    .await?;
+                Demand {
+                    jobs: d.jobs,
+                    is_floor: d.is_floor,
+                    repositories: 1,
+                    requests: d.cost.requests,
+                    charged: d.cost.charged,
+                }
+            }
+            Target::Organization { org } => self.organization_demand(org.as_str()).await?,
+        };
+        self.record_poll(Cost {
+            requests: result.requests,
+            charged: result.charged,
+        });
+        tracing::debug!(target = %target, jobs = result.jobs.len(), is_floor = result.is_floor, charged = result.charged, "demand polled");
+        Ok(result)
+    }
+
+    async fn organization_demand(&self, org: &str) -> Result<Demand, GitHubError> {
+        let repos = self.organization_repositories(org).await?;
+        let mut set = tokio::task::JoinSet::new();
+        for r in repos.iter() {
+            let client = self.clone();
+            let owner = r.owner.login.clone();
+            let name = r.name.clone();
+            set.spawn(async move {
+                let d = client.repository_demand(&owner, &name).await;
+                (format!("{owner}/{name}"), d)
+            });
+        }
+        let mut out = Demand {
+            jobs: Vec::new(),
+            is_floor: false,
+            repositories: repos.len(),
+            requests: 0,
+            charged: 0,
+        };
+        let mut fatal: Option<GitHubError> = None;
+        while let Some(joined) = set.join_next().await {
+            let Ok((repo, result)) = joined else {
+                out.is_floor = true;
+                continue;
+            };
+            match result {
+                Ok(mut d) => {
+                    out.jobs.append(&mut d.jobs);
+                    out.is_floor |= d.is_floor;
+                    out.requests += d.cost.requests;
+                    out.charged += d.cost.charged;
+                }
+                Err(e) if e.needs_sign_in() || matches!(e, GitHubError::RateLimited { .. }) => {
+                    fatal.get_or_insert(e);
+                }
+                Err(e) => {
+                    tracing::warn!(repo, error = %e, "could not read demand of a repository; counting a floor");
+                    out.is_floor = true;
+                }
+            }
+        }
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        out.jobs.sort_by_key(|j| (j.created_at, j.job_id));
+        Ok(out)
+    }
+
+    async fn repository_demand(&self, owner: &str, repo: &str) -> Result<RepoDemand, GitHubError> {
+        let per_page = self.config().per_page;
+        let mut cost = Cost::default();
+        let mut is_floor = false;
+        let full = format!("{owner}/{repo}");
+        // run id → (updated_at, listed as in_progress)
+        let mut runs_seen: BTreeMap<u64, (Option<String>, bool)> = BTreeMap::new();
+        for status in ["queued", "in_progress"] {
+            let url = self.api_url(&format!(
+                "/repos/{owner}/{repo}/actions/runs?status={status}&per_page={per_page}"
+            ));
+            let runs = self
+                .list::<RunsPage>(
+                    url,
+                    "runs.list",
+                    &format!("repository `{owner}/{repo}`"),
+                    self.config().max_run_pages,
+                )
+                .await?;
+            cost += runs.cost;
+            is_floor |= runs.truncated;
+            for r in runs.items {
+                runs_seen.insert(r.id, (r.updated_at, status == "in_progress"));
+            }
+        }
+        self.forget_runs(&full, &runs_seen);
+        let mut jobs = Vec::new();
+        for (run_id, (updated_at, in_progress)) in runs_seen {
+            if in_progress && self.is_settled(run_id, updated_at.as_deref()) {
+                continue;
+            }
+            let url = self.api_url(&format!(
+                "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs?filter=latest&per_page={per_page}"
+            ));
+            let listing = match self
+                .list::<JobsPage>(
+                    url,
+                    "jobs.list",
+                    &format!("jobs of run {run_id}"),
+                    self.config().max_job_pages,
+                )
+                .await
+            {
+                Ok(l) => l,
+                // The run was deleted between the two calls.
+                Err(GitHubError::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            cost += listing.cost;
+            is_floor |= listing.truncated;
+            let settled = !listing.truncated
+                && listing
+                    .items
+                    .iter()
+                    .all(|j| !NOT_STARTED.contains(&j.status.as_str()));
+            self.remember_run(run_id, &full, updated_at.filter(|_| settled && in_progress));
+            jobs.extend(
+                listing
+                    .items
+                    .into_iter()
+                    .filter(|j| j.status == "queued")
+                    .map(|j| QueuedJob {
+                        owner: owner.to_string(),
+                        repo: repo.to_string(),
+                        run_id: j.run_id,
+                        job_id: j.id,
+                        name: j.name.unwrap_or_default(),
+                        labels: j.labels,
+                        created_at: j.created_at,
+                    }),
+            );
+        }
+        jobs.sort_by_key(|j| (j.created_at, j.job_id));
+        Ok(RepoDemand {
+            jobs,
+            is_floor,
+            cost,
+        })
+    }
+}
+
+impl GitHubClient {
+    fn memo(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, RunMemo>> {
+        match self.inner.settled_runs.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn is_settled(&self, run_id: u64, updated_at: Option<&str>) -> bool {
+        match (self.memo().get(&run_id), updated_at) {
+            (Some(m), Some(u)) => m.updated_at == u,
+            _ => false,
+        }
+    }
+
+    fn remember_run(&self, run_id: u64, repo: &str, settled_at: Option<String>) {
+        let mut memo = self.memo();
+        match settled_at {
+            Some(updated_at) => {
+                memo.insert(
+                    run_id,
+                    RunMemo {
+                        repo: repo.to_string(),
+                        updated_at,
+                    },
+                );
+            }
+            None => {
+                memo.remove(&run_id);
+            }
+        }
+    }
+
+    /// Drops memos of this repository's runs that are no longer listed.
+    fn forget_runs(&self, repo: &str, listed: &BTreeMap<u64, (Option<String>, bool)>) {
+        self.memo()
+            .retain(|id, m| m.repo != repo || listed.contains_key(id));
+    }
+}
+
+impl QueuedJob {
+    /// rm-core's demand input: labels, or the raw text when a label is still
+    /// an unexpanded expression.
+    pub fn to_job_demand(&self) -> rm_core::JobDemand {
+        let labels = if self.labels.iter().any(|l| l.contains("${{")) {
+            rm_core::RunsOn::Unresolvable(self.labels.join(", "))
+        } else {
+            rm_core::RunsOn::Labels(self.labels.clone())
+        };
+        rm_core::JobDemand {
+            job_id: self.job_id,
+            run_id: self.run_id,
+            labels,
+        }
+    }
+}
+
+impl Demand {
+    /// All jobs as rm-core demand input (pass `is_floor` along to `match_demand`).
+    pub fn job_demands(&self) -> Vec<rm_core::JobDemand> {
+        self.jobs.iter().map(QueuedJob::to_job_demand).collect()
+    }
+}

@@ -1,0 +1,342 @@
+//! One HTTP exchange through octocrab, with our headers, a whole-request
+//! deadline, metering and the rate-limit gate. No retries happen below this
+//! point (octocrab's retry layer is turned off), so every request GitHub sees
+//! is counted exactly once.
+
+use crate::backoff::{rate_limit_until, RateGate};
+use crate::budget::{BudgetMeter, Charge};
+use crate::config::ClientConfig;
+use crate::error::{redact, GitHubError};
+use chrono::Utc;
+use http::header::{
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, IF_NONE_MATCH, USER_AGENT,
+};
+use http::Method;
+use octocrab::service::middleware::retry::RetryConfig;
+use octocrab::Octocrab;
+use secrecy::{ExposeSecret, SecretString};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+pub(crate) const JSON_API: &str = "application/vnd.github+json";
+pub(crate) const API_VERSION: &str = "2022-11-28";
+
+/// A request body.
+pub(crate) enum Body {
+    None,
+    Json(String),
+    Form(String),
+}
+
+/// One request.
+pub(crate) struct Request<'a> {
+    pub method: Method,
+    pub url: String,
+    /// Short name for metering and logs (`runs.list`, `jit`…).
+    pub endpoint: &'static str,
+    pub token: Option<&'a SecretString>,
+    pub accept: &'static str,
+    pub if_none_match: Option<String>,
+    pub body: Body,
+    /// REST requests count against the budget and obey the rate gate;
+    /// OAuth (`/login/...`) requests do not.
+    pub rest: bool,
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn rest(
+        method: Method,
+        url: String,
+        endpoint: &'static str,
+        token: &'a SecretString,
+    ) -> Self {
+        Self {
+            method,
+            url,
+            endpoint,
+            token: Some(token),
+            accept: JSON_API,
+            if_none_match: None,
+            body: Body::None,
+            rest: true,
+        }
+    }
+}
+
+/// A complete answer.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Response {
+    /// GitHub's `message` field, redacted, or the start of the body.
+    pub(crate) fn message(&self) -> String {
+        #[derive(serde::Deserialize)]
+        struct Msg {
+            message: Option<String>,
+        }
+        let text = serde_json::from_str::<Msg>(&self.body)
+            .ok()
+            .and_then(|m| m.message)
+            .unwrap_or_else(|| self.body.chars().take(200).collect());
+        redact(&text)
+    }
+}
+
+pub(crate) struct Transport {
+    crab: Octocrab,
+    pub(crate) config: Arc<ClientConfig>,
+    pub(crate) meter: Arc<BudgetMeter>,
+    gate: RateGate,
+    slots: Semaphore,
+}
+
+impl Transport {
+    pub(crate) fn new(
+        config: Arc<ClientConfig>,
+        meter: Arc<BudgetMeter>,
+    ) -> Result<Self, GitHubError> {
+        // No auth on the instance (we attach the current token per request, it
+        // rotates), no octocrab retries (we retry knowingly, and count each),
+        // and octocrab's own read timeout as a second line behind ours.
+        let crab = Octocrab::builder()
+            .add_retry_config(RetryConfig::None)
+            .set_connect_timeout(Some(config.request_timeout))
+            .set_read_timeout(Some(config.request_timeout))
+            .build()
+            .map_err(|e| GitHubError::Config(redact(&format!("HTTP client: {e}"))))?;
+        Ok(Self {
+            crab,
+            slots: Semaphore::new(config.max_concurrent.max(1)),
+            config,
+            meter,
+            gate: RateGate::default(),
+        })
+    }
+
+    /// Sends one request. Transport failures and timeouts are `Transient`;
+    /// rate limits are `RateLimited` (and close the gate); every other status
+    /// is returned for the caller to interpret.
+    pub(crate) async fn send(&self, req: Request<'_>) -> Result<Response, GitHubError> {
+        if req.rest {
+            self.gate.check(Utc::now())?;
+        }
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| GitHubError::transient("client shut down", None))?;
+        let started = Instant::now();
+        let method = req.method.clone();
+        let endpoint = req.endpoint;
+        let rest = req.rest;
+        let result = tokio::time::timeout(self.config.request_timeout, self.exchange(req)).await;
+        let elapsed = started.elapsed();
+        let response = match result {
+            Err(_) => {
+                if rest {
+                    self.meter.record(endpoint, &method, Charge::Error, None);
+                }
+                tracing::warn!(endpoint, method = %method, timeout_ms = elapsed.as_millis() as u64, "GitHub request timed out");
+                return Err(GitHubError::transient(
+                    format!(
+                        "{endpoint}: no answer within {:?}",
+                        self.config.request_timeout
+                    ),
+                    None,
+                ));
+            }
+            Ok(Err(e)) => {
+                if rest {
+                    self.meter.record(endpoint, &method, Charge::Error, None);
+                }
+                tracing::warn!(endpoint, method = %method, error = %e, "GitHub request failed");
+                return Err(e);
+            }
+            Ok(Ok(r)) => r,
+        };
+        let charge = match response.status {
+            304 => Charge::Free,
+            200..=299 => Charge::Charged,
+            _ => Charge::Error,
+        };
+        if rest {
+            self.meter
+                .record(endpoint, &method, charge, Some(&response.headers));
+        }
+        tracing::debug!(endpoint, method = %method, status = response.status, elapsed_ms = elapsed.as_millis() as u64, "GitHub answered");
+        if rest && (response.status == 403 || response.status == 429) {
+            let message = response.message();
+            if let Some((until, secondary)) = rate_limit_until(
+                response.status,
+                &response.headers,
+                &message,
+                Utc::now(),
+                self.gate.consecutive_secondary(),
+            ) {
+                self.gate.close(until, secondary);
+                tracing::warn!(endpoint, status = response.status, %until, secondary, "GitHub rate limit; pausing requests");
+                return Err(GitHubError::RateLimited { until, secondary });
+            }
+        }
+        if rest && charge != Charge::Error {
+            self.gate.success();
+        }
+        Ok(response)
+    }
+
+    async fn exchange(&self, req: Request<'_>) -> Result<Response, GitHubError> {
+        let mut builder = http::Request::builder()
+            .method(req.method)
+            .uri(&req.url)
+            .header(ACCEPT, req.accept)
+            .header(USER_AGENT, &self.config.user_agent)
+            .header("x-github-api-version", API_VERSION);
+        if let Some(token) = req.token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret()))
+                .map_err(|_| GitHubError::SignInRequired {
+                    reason: "the stored token has characters HTTP cannot carry".into(),
+                })?;
+            value.set_sensitive(true);
+            builder = builder.header(AUTHORIZATION, value);
+        }
+        if let Some(etag) = &req.if_none_match {
+            if let Ok(v) = HeaderValue::from_str(etag) {
+                builder = builder.header(IF_NONE_MATCH, v);
+            }
+        }
+        let body = match req.body {
+            Body::None => String::new(),
+            Body::Json(s) => {
+                builder = builder.header(CONTENT_TYPE, "application/json");
+                s
+            }
+            Body::Form(s) => {
+                builder = builder.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+                s
+            }
+        };
+        let request = builder.body(body).map_err(|e| {
+            GitHubError::Config(redact(&format!("bad request to {}: {e}", req.endpoint)))
+        })?;
+        let response = self.crab.execute(request).await.map_err(|e| {
+            GitHubError::transient(format!("{}: {}", req.endpoint, error_chain(&e)), None)
+        })?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = self.crab.body_to_string(response).await.map_err(|e| {
+            GitHubError::transient(
+                format!("{}: reading the answer: {}", req.endpoint, error_chain(&e)),
+                Some(status),
+            )
+        })?;
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// `e` and its sources on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    let mut depth = 0;
+    while let Some(inner) = src {
+        if depth > 4 {
+            break;
+        }
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+        depth += 1;
+    }
+    s
+}
+
+/// Percent-encodes a query/form value (RFC 3986 unreserved set kept).
+pub(crate) fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `k=v&k=v`, values percent-encoded.
+pub(crate) fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The `rel="next"` URL of a `link` header.
+pub(crate) fn next_link(headers: &HeaderMap) -> Option<String> {
+    let link = headers.get("link")?.to_str().ok()?;
+    link.split(',').find_map(|part| {
+        let mut pieces = part.split(';');
+        let url = pieces.next()?.trim();
+        let is_next = pieces.any(|p| {
+            let p = p.trim();
+            p == "rel=\"next\"" || p == "rel=next"
+        });
+        if is_next {
+            Some(
+                url.trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string(),
+            )
+        } else {
+            None
+        }
+    })
+}
+
+/// Waits, unless the delay is zero.
+pub(crate) async fn pause(d: Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_header_next() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "link",
+            "<http://x/a?page=3>; rel=\"next\", <http://x/a?page=9>; rel=\"last\""
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(next_link(&h).as_deref(), Some("http://x/a?page=3"));
+        h.insert("link", "<http://x/a?page=1>; rel=\"prev\"".parse().unwrap());
+        assert_eq!(next_link(&h), None);
+    }
+
+    #[test]
+    fn form_encoding() {
+        assert_eq!(
+            form(&[
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("a", "b c&")
+            ]),
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&a=b%20c%26"
+        );
+    }
+}
