@@ -1,0 +1,134 @@
+//! Tunables of the loop, with the reference system's values as defaults.
+
+use rm_core::Timeouts;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, Mutex, Semaphore};
+
+use crate::events::AgentEvent;
+
+/// Bounded retries with a doubling delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Tries in all, the first included.
+    pub tries: u32,
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl RetryPolicy {
+    /// The delay after failed try number `try_number` (1-based): first, doubled each time,
+    /// capped.
+    pub fn delay_after(&self, try_number: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(try_number.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.first_delay
+            .checked_mul(factor)
+            .unwrap_or(self.max_delay)
+            .min(self.max_delay)
+    }
+}
+
+impl Default for RetryPolicy {
+    /// 3 tries, 2 s doubling to 30 s.
+    fn default() -> Self {
+        RetryPolicy {
+            tries: 3,
+            first_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub timeouts: Timeouts,
+    /// Retries of `generate-jitconfig`.
+    pub jit_retry: RetryPolicy,
+    /// Retries of a runtime directory that could not be removed.
+    pub cleanup_retry: RetryPolicy,
+    /// How long a stopped runner gets before it is killed.
+    pub stop_grace: Duration,
+    /// A launch slower than this logs a warning.
+    pub slow_launch: Duration,
+    /// The deadline `run` gives the drain after shutdown (`None`: wait for the last runner).
+    pub drain_deadline: Option<Duration>,
+    /// How often a draining loop looks again (an exit notification is faster).
+    pub drain_poll: Duration,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            timeouts: Timeouts::default(),
+            jit_retry: RetryPolicy::default(),
+            cleanup_retry: RetryPolicy {
+                tries: u32::MAX,
+                first_delay: Duration::from_secs(5),
+                max_delay: Duration::from_secs(300),
+            },
+            stop_grace: Duration::from_secs(10),
+            slow_launch: Duration::from_secs(60),
+            drain_deadline: Some(Duration::from_secs(60)),
+            drain_poll: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How long a loop waits between passes. The daemon wires GitHub's budget planner here; a
+/// plain `Duration` is a fixed interval.
+pub trait PollInterval: Send + Sync + 'static {
+    fn next_interval(&self) -> Duration;
+}
+
+impl PollInterval for Duration {
+    fn next_interval(&self) -> Duration {
+        *self
+    }
+}
+
+/// What all loops of one host share: the allocation lock (so two targets never overshoot the
+/// host capacity together), the preparation slots and the event channel.
+#[derive(Debug, Clone)]
+pub struct HostShared {
+    pub allocation_lock: Arc<Mutex<()>>,
+    pub preparations: Arc<Semaphore>,
+    pub events: broadcast::Sender<AgentEvent>,
+}
+
+impl HostShared {
+    /// `max_preparations` runtime directories may be materialized at once (at least one).
+    pub fn new(max_preparations: usize) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        HostShared {
+            allocation_lock: Arc::new(Mutex::new(())),
+            preparations: Arc::new(Semaphore::new(max_preparations.max(1))),
+            events,
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
+        self.events.subscribe()
+    }
+}
+
+impl Default for HostShared {
+    /// Two concurrent preparations.
+    fn default() -> Self {
+        HostShared::new(2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_and_cap() {
+        let r = RetryPolicy::default();
+        let got: Vec<u64> = (1..=6).map(|n| r.delay_after(n).as_secs()).collect();
+        assert_eq!(got, vec![2, 4, 8, 16, 30, 30]);
+        assert_eq!(r.delay_after(200), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,276 @@
+//! What the agent tells the rest of the service: a broadcast of [`AgentEvent`]s (for the local
+//! API's watch stream and the tray), each also logged with tracing key/value fields. No event
+//! carries a secret: the JIT config never leaves the launch.
+
+use rm_core::{
+    AttemptId, AttemptState, FailureReason, Outcome, PolicyId, PolicyState, Target,
+    TerminateReason, Timestamp,
+};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// How long each step of one launch took (by the agent's clock).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchTimings {
+    /// Waiting for the host-wide allocation lock.
+    pub lock_wait: Duration,
+    /// Waiting for a preparation slot and materializing the runtime directory.
+    pub materialize: Duration,
+    /// `generate-jitconfig`, retries included, plus the sidecar and journal writes.
+    pub register: Duration,
+    /// Spawning the listener and journalling `starting`.
+    pub spawn: Duration,
+    pub total: Duration,
+}
+
+/// Why a launch did not reach `starting`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchFailure {
+    /// GitHub refused for good (403, 401, 404, invalid): never retried.
+    Refused {
+        detail: String,
+    },
+    /// Transient failures outlasted the bounded retries.
+    RetriesExhausted {
+        tries: u32,
+        detail: String,
+    },
+    /// The demand that justified the launch went away before a retry.
+    DemandGone {
+        tries: u32,
+    },
+    Materialize {
+        detail: String,
+    },
+    Spawn {
+        detail: String,
+    },
+    /// A journal write failed; the attempt is left to supervision (journal-first).
+    Journal {
+        detail: String,
+    },
+}
+
+/// How a crash gap was closed by supervision or startup recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveredFrom {
+    /// `jit_received` was not journalled: the runner id came from the sidecar.
+    Sidecar,
+    /// Neither journal nor sidecar had the runner id: GitHub's inventory had our name.
+    Inventory,
+    /// `starting` was not journalled: the live process was found by its runtime directory.
+    ProcessFound,
+}
+
+/// One event, for one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentEvent {
+    pub target: Target,
+    pub at: Timestamp,
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    DemandSeen {
+        policy: PolicyId,
+        matched: u32,
+        unresolvable: u32,
+        is_floor: bool,
+    },
+    /// Reserved in the journal; the launch proceeds.
+    Reserved {
+        attempt: AttemptId,
+        policy: PolicyId,
+    },
+    LaunchRetry {
+        attempt: AttemptId,
+        try_number: u32,
+        delay: Duration,
+        detail: String,
+    },
+    Launched {
+        attempt: AttemptId,
+        policy: PolicyId,
+        runner_id: u64,
+        timings: LaunchTimings,
+        /// Slower than the configured threshold (60 s): also logged as a warning.
+        slow: bool,
+    },
+    LaunchFailed {
+        attempt: AttemptId,
+        reason: FailureReason,
+        failure: LaunchFailure,
+    },
+    StateChanged {
+        attempt: AttemptId,
+        from: AttemptState,
+        to: AttemptState,
+    },
+    Recovered {
+        attempt: AttemptId,
+        from: RecoveredFrom,
+    },
+    /// Startup recovery found the runner alive and kept it.
+    Adopted {
+        attempt: AttemptId,
+        state: AttemptState,
+    },
+    TerminateRequested {
+        attempt: AttemptId,
+        reason: TerminateReason,
+    },
+    /// GitHub refused to delete a runner running a job; kept, retried next pass.
+    DeregisterRefused {
+        attempt: AttemptId,
+    },
+    Concluded {
+        attempt: AttemptId,
+        outcome: Outcome,
+        deregistered: bool,
+        /// The outcome asks for a replacement if demand remains (the allocator decides).
+        replace: bool,
+    },
+    Cleaned {
+        attempt: AttemptId,
+    },
+    /// The runtime directory could not be removed; retried with backoff. Sent once per attempt.
+    CleanupDeferred {
+        attempt: AttemptId,
+        retryable: bool,
+        detail: String,
+    },
+    PolicyStateChanged {
+        policy: PolicyId,
+        from: PolicyState,
+        to: PolicyState,
+    },
+    /// One pass ended. `reached_github`: a GitHub call of this pass succeeded (the daemon
+    /// records the last contact from it).
+    PassCompleted {
+        reached_github: bool,
+        launched: u32,
+        active_owned: u32,
+    },
+    /// The drain ended: `remaining` owned runners still active (non-zero after the deadline).
+    Drained {
+        remaining: u32,
+        timed_out: bool,
+    },
+}
+
+/// Sends events and logs them. Sending never fails the caller: no subscriber is fine.
+#[derive(Debug, Clone)]
+pub(crate) struct Events {
+    pub(crate) tx: broadcast::Sender<AgentEvent>,
+    pub(crate) target: Target,
+}
+
+impl Events {
+    pub(crate) fn emit(&self, at: Timestamp, kind: EventKind) {
+        log(&self.target, &kind);
+        let _ = self.tx.send(AgentEvent {
+            target: self.target.clone(),
+            at,
+            kind,
+        });
+    }
+}
+
+fn log(target: &Target, kind: &EventKind) {
+    // Not `target`: that name is tracing's own (the module path) in most subscribers.
+    let gh_target = target.to_string();
+    match kind {
+        EventKind::DemandSeen {
+            policy,
+            matched,
+            unresolvable,
+            is_floor,
+        } => tracing::debug!(
+            %gh_target, policy = policy.get(), matched, unresolvable, is_floor, "demand seen"
+        ),
+        EventKind::Reserved { attempt, policy } => {
+            tracing::info!(%gh_target, attempt = %attempt, policy = policy.get(), "attempt reserved")
+        }
+        EventKind::LaunchRetry {
+            attempt,
+            try_number,
+            delay,
+            detail,
+        } => tracing::warn!(
+            %gh_target, attempt = %attempt, try_number, delay_ms = delay.as_millis() as u64,
+            error = %detail, "launch step failed transiently; retrying"
+        ),
+        EventKind::Launched {
+            attempt,
+            runner_id,
+            timings,
+            ..
+        } => tracing::info!(
+            %gh_target, attempt = %attempt, runner_id,
+            lock_wait_ms = timings.lock_wait.as_millis() as u64,
+            materialize_ms = timings.materialize.as_millis() as u64,
+            register_ms = timings.register.as_millis() as u64,
+            spawn_ms = timings.spawn.as_millis() as u64,
+            total_ms = timings.total.as_millis() as u64,
+            "runner launched"
+        ),
+        EventKind::LaunchFailed {
+            attempt,
+            reason,
+            failure,
+        } => tracing::warn!(
+            %gh_target, attempt = %attempt, reason = %reason, failure = ?failure, "launch failed"
+        ),
+        EventKind::StateChanged { attempt, from, to } => tracing::info!(
+            %gh_target, attempt = %attempt, from = %from, to = %to, "attempt state changed"
+        ),
+        EventKind::Recovered { attempt, from } => tracing::info!(
+            %gh_target, attempt = %attempt, from = ?from, "crash gap closed"
+        ),
+        EventKind::Adopted { attempt, state } => tracing::info!(
+            %gh_target, attempt = %attempt, state = %state, "live runner adopted"
+        ),
+        EventKind::TerminateRequested { attempt, reason } => tracing::info!(
+            %gh_target, attempt = %attempt, reason = %reason, "stopping runner"
+        ),
+        EventKind::DeregisterRefused { attempt } => tracing::info!(
+            %gh_target, attempt = %attempt, "GitHub refused deregistration (job running); retrying next pass"
+        ),
+        EventKind::Concluded {
+            attempt,
+            outcome,
+            deregistered,
+            replace,
+        } => tracing::info!(
+            %gh_target, attempt = %attempt, outcome = %outcome, deregistered, replace, "attempt concluded"
+        ),
+        EventKind::Cleaned { attempt } => {
+            tracing::info!(%gh_target, attempt = %attempt, "runtime scrubbed; attempt cleaned")
+        }
+        EventKind::CleanupDeferred {
+            attempt,
+            retryable,
+            detail,
+        } => tracing::warn!(
+            %gh_target, attempt = %attempt, retryable, error = %detail,
+            "runtime directory could not be removed yet; retrying with backoff"
+        ),
+        EventKind::PolicyStateChanged { policy, from, to } => tracing::info!(
+            %gh_target, policy = policy.get(), from = %from, to = %to, "policy state changed"
+        ),
+        EventKind::PassCompleted {
+            reached_github,
+            launched,
+            active_owned,
+        } => tracing::debug!(
+            %gh_target, reached_github, launched, active_owned, "pass completed"
+        ),
+        EventKind::Drained {
+            remaining,
+            timed_out,
+        } => tracing::info!(
+            %gh_target, remaining, timed_out, "drain ended"
+        ),
+    }
+}

@@ -1,0 +1,431 @@
+//! Allocation and launch, journal first: reserve (`allocated`) under the host-wide allocation
+//! lock, materialize, register (`generate-jitconfig`, sidecar, `jit_received`), spawn
+//! (`starting`). A failure concludes the attempt and cleans it.
+
+use crate::clock::Clock;
+use crate::events::{EventKind, LaunchFailure, LaunchTimings};
+use crate::ids::next_attempt_id;
+use crate::ports::{DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort};
+use crate::target_loop::TargetLoop;
+use rm_core::{
+    allocate, match_demand, AllocationInput, Attempt, FailureReason, Outcome, Policy, PolicyDemand,
+    PolicyState, Timestamp,
+};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// One reserved attempt on its way to `starting`.
+struct Reservation {
+    attempt: Attempt,
+    policy: Policy,
+    started: Timestamp,
+    lock_wait: Duration,
+}
+
+impl<J, G, H, C> TargetLoop<J, G, H, C>
+where
+    J: JournalPort,
+    G: GitHubPort,
+    H: RunnerHostPort,
+    C: Clock,
+{
+    /// Polls demand, runs the allocator and launches its grants. Returns whether GitHub was
+    /// reached and how many runners reached `starting`.
+    pub(crate) async fn allocate_and_launch(&self) -> (bool, u32) {
+        let policies = self.policies();
+        let polled: Vec<&Policy> = policies
+            .iter()
+            .filter(|p| matches!(p.state(), PolicyState::Active | PolicyState::Pending))
+            .collect();
+        if polled.is_empty() {
+            return (false, 0);
+        }
+        let snapshot = match self.ports.github.queued_jobs(&self.target).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "demand could not be read; starting nothing this pass");
+                let ids: Vec<_> = polled.iter().map(|p| p.id()).collect();
+                self.note_github_refusal(&ids, &e).await;
+                return (false, 0);
+            }
+        };
+        // GitHub answered: a pending policy whose operator wants it becomes active.
+        for p in polled
+            .iter()
+            .filter(|p| p.state() == PolicyState::Pending && p.enabled())
+        {
+            self.set_policy_state(p.id(), PolicyState::Active).await;
+        }
+        let policies = self.policies();
+        let mut matched: HashMap<_, u32> = HashMap::new();
+        for p in policies.iter().filter(|p| p.state() == PolicyState::Active) {
+            let count = match_demand(p.labels(), &snapshot.jobs, snapshot.is_floor);
+            self.emit(EventKind::DemandSeen {
+                policy: p.id(),
+                matched: count.matched,
+                unresolvable: u32::try_from(count.unresolvable.len()).unwrap_or(u32::MAX),
+                is_floor: count.is_floor,
+            });
+            matched.insert(p.id(), count.matched);
+        }
+        let (counts, capacity) = match (
+            self.ports.journal.active_counts().await,
+            self.ports.journal.host_capacity().await,
+        ) {
+            (Ok(c), Ok(cap)) => (c, cap),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "capacity unreadable; starting nothing this pass");
+                return (true, 0);
+            }
+        };
+        let allocation = allocate(&AllocationInput {
+            host_capacity: capacity,
+            active_total: counts.total,
+            reconciling: !self.draining.load(Ordering::SeqCst),
+            // A policy the operator disabled starts nothing even before its state follows.
+            policies: policies
+                .iter()
+                .filter(|p| p.enabled())
+                .map(|p| {
+                    let demand = matched.get(&p.id()).copied().unwrap_or(0);
+                    PolicyDemand::from_policy(p, demand, counts.of(p.id()))
+                })
+                .collect(),
+        });
+
+        let mut reservations = Vec::new();
+        for grant in allocation.grants.iter().filter(|g| g.to_start > 0) {
+            let Some(policy) = policies.iter().find(|p| p.id() == grant.policy_id) else {
+                continue;
+            };
+            let demand = matched.get(&policy.id()).copied().unwrap_or(0);
+            for _ in 0..grant.to_start {
+                match self.reserve(policy, demand).await {
+                    Some(r) => reservations.push(r),
+                    None => break,
+                }
+            }
+        }
+        let results =
+            futures_util::future::join_all(reservations.into_iter().map(|r| self.launch(r))).await;
+        let launched = results.into_iter().filter(|ok| *ok).count();
+        (true, u32::try_from(launched).unwrap_or(u32::MAX))
+    }
+
+    /// Step 1: under the host-wide lock, re-read the headroom and, if the policy still gets a
+    /// runner, journal the attempt `allocated` before any effect.
+    async fn reserve(&self, policy: &Policy, demand: u32) -> Option<Reservation> {
+        let started = self.now();
+        let _guard = self.shared.allocation_lock.lock().await;
+        let lock_wait = self.now().duration_since(started);
+        let journal = &self.ports.journal;
+        let (counts, capacity) = match (
+            journal.active_counts().await,
+            journal.host_capacity().await,
+        ) {
+            (Ok(c), Ok(cap)) => (c, cap),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "headroom unreadable; not starting");
+                return None;
+            }
+        };
+        let grant = allocate(&AllocationInput {
+            host_capacity: capacity,
+            active_total: counts.total,
+            reconciling: !self.draining.load(Ordering::SeqCst),
+            policies: vec![PolicyDemand::from_policy(
+                policy,
+                demand,
+                counts.of(policy.id()),
+            )],
+        });
+        if grant.total() == 0 {
+            return None;
+        }
+        let now = self.now();
+        let id = next_attempt_id(now)?;
+        let attempt = Attempt::allocate(id, policy.id(), now);
+        if let Err(e) = journal.insert_attempt(&attempt).await {
+            tracing::warn!(gh_target = %self.target, error = %e, "attempt not reserved");
+            return None;
+        }
+        self.emit(EventKind::Reserved {
+            attempt: attempt.id().clone(),
+            policy: policy.id(),
+        });
+        Some(Reservation {
+            attempt,
+            policy: policy.clone(),
+            started,
+            lock_wait,
+        })
+    }
+
+    /// Steps 2–5. Returns whether the runner reached `starting`.
+    async fn launch(&self, r: Reservation) -> bool {
+        let Reservation {
+            mut attempt,
+            policy,
+            started,
+            lock_wait,
+        } = r;
+        let host = &self.ports.host;
+
+        // 2. Materialize, within the host's preparation slots.
+        let t = self.now();
+        let materialized = match self.shared.preparations.acquire().await {
+            Ok(_permit) => host.materialize(attempt.id()).await,
+            Err(_) => return false,
+        };
+        let runtime = match materialized {
+            Ok(path) => path,
+            Err(e) => {
+                let failure = LaunchFailure::Materialize {
+                    detail: e.to_string(),
+                };
+                self.fail(attempt, FailureReason::PackageUnverified, failure, false)
+                    .await;
+                return false;
+            }
+        };
+        let materialize = self.now().duration_since(t);
+
+        // 3. Register: JIT, sidecar, then journal `jit_received`.
+        let t = self.now();
+        let jit = match self.request_jit(&attempt, &policy).await {
+            Ok(jit) => jit,
+            Err((reason, failure)) => {
+                self.fail(attempt, reason, failure, false).await;
+                return false;
+            }
+        };
+        let Jit { runner_id, config } = jit;
+        if let Err(e) = host.write_sidecar(attempt.id(), runner_id).await {
+            // The journal write below still records the id; only a crash in between would need
+            // GitHub's inventory to find it.
+            tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "runner id sidecar not written");
+        }
+        let before = attempt.clone();
+        if attempt.record_jit(runner_id, self.now()).is_err() {
+            return false;
+        }
+        if let Err(e) = self.ports.journal.update_attempt(&before, &attempt).await {
+            // Journal first: never spawn what the journal does not know. Remove the
+            // registration; supervision concludes the `allocated` attempt.
+            drop(config);
+            let _ = self
+                .ports
+                .github
+                .delete_runner(&self.target, runner_id)
+                .await;
+            // The sidecar has the id: the next pass records it and concludes `jit_expired`.
+            self.emit(EventKind::LaunchFailed {
+                attempt: attempt.id().clone(),
+                reason: FailureReason::JitExpired,
+                failure: LaunchFailure::Journal {
+                    detail: e.to_string(),
+                },
+            });
+            return false;
+        }
+        self.state_changed(&before, &attempt);
+        let register = self.now().duration_since(t);
+
+        // 4. Spawn with the secret, then journal `starting`.
+        let t = self.now();
+        let process = match host.spawn(&runtime, config).await {
+            Ok(p) => p,
+            Err(e) => {
+                let failure = LaunchFailure::Spawn {
+                    detail: e.to_string(),
+                };
+                // Deregister first; if GitHub cannot be reached the attempt stays
+                // `jit_received` and supervision concludes it (jit_expired) and deregisters.
+                match self
+                    .ports
+                    .github
+                    .delete_runner(&self.target, runner_id)
+                    .await
+                {
+                    Ok(outcome) => {
+                        let deleted = outcome == DeleteOutcome::Deleted;
+                        self.fail(attempt, FailureReason::ProcessStartFailed, failure, deleted)
+                            .await
+                    }
+                    Err(_) => self.emit(EventKind::LaunchFailed {
+                        attempt: attempt.id().clone(),
+                        reason: FailureReason::ProcessStartFailed,
+                        failure,
+                    }),
+                }
+                return false;
+            }
+        };
+        let before = attempt.clone();
+        if attempt.record_started(process, self.now()).is_ok() {
+            match self.ports.journal.update_attempt(&before, &attempt).await {
+                Ok(()) => self.state_changed(&before, &attempt),
+                // Recovery finds the process by its runtime directory and journals it.
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "`starting` not journalled")
+                }
+            }
+        }
+        let spawn = self.now().duration_since(t);
+
+        // 5. Timings.
+        let timings = LaunchTimings {
+            lock_wait,
+            materialize,
+            register,
+            spawn,
+            total: self.now().duration_since(started),
+        };
+        let slow = timings.total > self.config.slow_launch;
+        if slow {
+            tracing::warn!(
+                gh_target = %self.target, attempt = %attempt.id(),
+                total_ms = timings.total.as_millis() as u64,
+                "slow launch: the runner took longer than expected to start"
+            );
+        }
+        self.emit(EventKind::Launched {
+            attempt: attempt.id().clone(),
+            policy: policy.id(),
+            runner_id,
+            timings,
+            slow,
+        });
+        true
+    }
+
+    /// `generate-jitconfig` with bounded retries for transient failures; a retry happens only
+    /// while the demand that justified the launch remains. A refusal is never retried.
+    async fn request_jit(
+        &self,
+        attempt: &Attempt,
+        policy: &Policy,
+    ) -> Result<Jit, (FailureReason, LaunchFailure)> {
+        let retry = self.config.jit_retry;
+        let github = &self.ports.github;
+        let mut try_number = 0u32;
+        loop {
+            try_number += 1;
+            let err = match github
+                .generate_jit(&self.target, attempt.runner_name(), policy.labels())
+                .await
+            {
+                Ok(jit) => return Ok(jit),
+                Err(e) => e,
+            };
+            match &err {
+                GhError::Conflict { .. } => {
+                    // Our own name is taken: an earlier try got through although its answer
+                    // was lost. Its secret is gone, so remove it and register again.
+                    if let Ok(Some(view)) = github
+                        .runner_by_name(&self.target, attempt.runner_name())
+                        .await
+                    {
+                        let _ = github.delete_runner(&self.target, view.id).await;
+                    }
+                }
+                e if e.is_transient() => {}
+                refusal => {
+                    self.note_github_refusal(&[policy.id()], refusal).await;
+                    return Err((
+                        FailureReason::JitRequestFailed,
+                        LaunchFailure::Refused {
+                            detail: refusal.to_string(),
+                        },
+                    ));
+                }
+            }
+            let exhausted = || {
+                (
+                    FailureReason::JitRequestFailed,
+                    LaunchFailure::RetriesExhausted {
+                        tries: try_number,
+                        detail: err.to_string(),
+                    },
+                )
+            };
+            if try_number >= retry.tries {
+                return Err(exhausted());
+            }
+            let mut delay = retry.delay_after(try_number);
+            if let GhError::RateLimited { until } = &err {
+                let wait = until.duration_since(self.now());
+                if wait > retry.max_delay {
+                    return Err(exhausted());
+                }
+                delay = delay.max(wait);
+            }
+            self.emit(EventKind::LaunchRetry {
+                attempt: attempt.id().clone(),
+                try_number,
+                delay,
+                detail: err.to_string(),
+            });
+            self.ports.clock.sleep(delay).await;
+            if !self.demand_remains(policy).await {
+                return Err((
+                    FailureReason::LaunchInterrupted,
+                    LaunchFailure::DemandGone { tries: try_number },
+                ));
+            }
+        }
+    }
+
+    /// Whether the policy still wants at least the runners it has, counting the launch being
+    /// retried. An unreadable demand counts as remaining: the retries are bounded anyway.
+    async fn demand_remains(&self, policy: &Policy) -> bool {
+        let Ok(snapshot) = self.ports.github.queued_jobs(&self.target).await else {
+            return true;
+        };
+        let Ok(counts) = self.ports.journal.active_counts().await else {
+            return true;
+        };
+        let matched = match_demand(policy.labels(), &snapshot.jobs, snapshot.is_floor).matched;
+        let max = policy.max_capacity().unwrap_or(0);
+        let wanted = matched.clamp(policy.min_capacity().min(max), max);
+        let others = counts.of(policy.id()).saturating_sub(1);
+        others < wanted
+    }
+
+    /// Concludes a launch that did not reach `starting` and cleans its runtime directory.
+    async fn fail(
+        &self,
+        mut attempt: Attempt,
+        reason: FailureReason,
+        failure: LaunchFailure,
+        deregistered: bool,
+    ) {
+        let id = attempt.id().clone();
+        let before = attempt.clone();
+        let concluded = attempt
+            .conclude(Outcome::Failed(reason), self.now())
+            .is_ok()
+            && self
+                .ports
+                .journal
+                .update_attempt(&before, &attempt)
+                .await
+                .is_ok();
+        self.emit(EventKind::LaunchFailed {
+            attempt: id,
+            reason,
+            failure,
+        });
+        if concluded {
+            self.state_changed(&before, &attempt);
+            self.emit(EventKind::Concluded {
+                attempt: attempt.id().clone(),
+                outcome: Outcome::Failed(reason),
+                deregistered,
+                replace: Outcome::Failed(reason).wants_replacement(),
+            });
+            self.clean(&mut attempt).await;
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The GitHub port: demand, JIT registration, the runner inventory and deregistration.
+
+use crate::secret::JitSecret;
+use rm_core::{JobDemand, LabelSet, Target, Timestamp};
+use std::future::Future;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// The target's queued jobs this pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DemandSnapshot {
+    pub jobs: Vec<JobDemand>,
+    /// The adapter capped how many runs it listed: the real demand may be higher.
+    pub is_floor: bool,
+}
+
+/// A successful `generate-jitconfig`: the registered runner and its one-shot config.
+#[derive(Debug)]
+pub struct Jit {
+    pub runner_id: u64,
+    pub config: JitSecret,
+}
+
+/// Whether GitHub shows the runner connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerStatus {
+    Online,
+    /// Registered but not connected (a JIT runner before its listener starts, or after it died).
+    Offline,
+}
+
+/// One runner as GitHub lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerView {
+    pub id: u64,
+    pub name: String,
+    pub busy: bool,
+    pub status: RunnerStatus,
+}
+
+/// What a DELETE of a runner did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    /// Already gone (404): nothing to do.
+    Gone,
+    /// GitHub refused because the runner is running a job (422): keep it, try next pass.
+    StillRunningJob,
+}
+
+/// A GitHub failure, classified so the agent knows whether to retry, wait or give up.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GhError {
+    /// No answer (DNS, connect, timeout). Retried; supervision treats GitHub as unreachable.
+    #[error("GitHub is unreachable: {detail}")]
+    Unreachable { detail: String },
+    /// A 5xx or another transient answer. Retried.
+    #[error("GitHub answered with a transient error: {detail}")]
+    Transient { detail: String },
+    /// Rate limited until the given time. Retried after it if within the backoff budget.
+    #[error("GitHub rate limit reached until {until}")]
+    RateLimited { until: Timestamp },
+    /// 401: the credential is not accepted. The policy goes to `authentication_failed`.
+    #[error("GitHub refused the credential (401): sign in again")]
+    Unauthorized,
+    /// 403: a terminal refusal, never retried. The policy goes to `repair_required`.
+    #[error("GitHub refused the request (403): {detail}")]
+    Forbidden { detail: String },
+    #[error("GitHub does not know it (404): {detail}")]
+    NotFound { detail: String },
+    /// 409/422 on registration: a runner with that name already exists.
+    #[error("GitHub reports a conflict: {detail}")]
+    Conflict { detail: String },
+    /// The answer could not be understood.
+    #[error("GitHub's answer was invalid: {detail}")]
+    Invalid { detail: String },
+}
+
+impl GhError {
+    /// Worth another try after a backoff.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            GhError::Unreachable { .. } | GhError::Transient { .. } | GhError::RateLimited { .. }
+        )
+    }
+}
+
+/// What the agent asks of GitHub for one target.
+pub trait GitHubPort: Send + Sync + 'static {
+    /// Jobs whose own status is `queued`, from the target's queued and in-progress runs.
+    fn queued_jobs(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<DemandSnapshot, GhError>> + Send;
+
+    /// `generate-jitconfig` for `runner_name` with `labels`.
+    fn generate_jit(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        labels: &LabelSet,
+    ) -> impl Future<Output = Result<Jit, GhError>> + Send;
+
+    /// One runner by its exact name.
+    fn runner_by_name(
+        &self,
+        target: &Target,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<RunnerView>, GhError>> + Send;
+
+    /// The target's runner inventory (at least every runner whose name has our prefix).
+    fn runners(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<Vec<RunnerView>, GhError>> + Send;
+
+    fn delete_runner(
+        &self,
+        target: &Target,
+        runner_id: u64,
+    ) -> impl Future<Output = Result<DeleteOutcome, GhError>> + Send;
+}
+
+impl<G: GitHubPort> GitHubPort for Arc<G> {
+    fn queued_jobs(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<DemandSnapshot, GhError>> + Send {
+        (**self).queued_jobs(target)
+    }
+    fn generate_jit(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        labels: &LabelSet,
+    ) -> impl Future<Output = Result<Jit, GhError>> + Send {
+        (**self).generate_jit(target, runner_name, labels)
+    }
+    fn runner_by_name(
+        &self,
+        target: &Target,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<RunnerView>, GhError>> + Send {
+        (**self).runner_by_name(target, name)
+    }
+    fn runners(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<Vec<RunnerView>, GhError>> + Send {
+        (**self).runners(target)
+    }
+    fn delete_runner(
+        &self,
+        target: &Target,
+        runner_id: u64,
+    ) -> impl Future<Output = Result<DeleteOutcome, GhError>> + Send {
+        (**self).delete_runner(target, runner_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jit_answer_never_prints_its_config() {
+        let jit = Jit {
+            runner_id: 7,
+            config: JitSecret::new("s3cr3t-config"),
+        };
+        let shown = format!("{jit:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("runner_id: 7"));
+    }
+}

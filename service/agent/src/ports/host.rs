@@ -1,0 +1,147 @@
+//! The runner host port: runtime directories, the runner id sidecar, processes, diagnostics
+//! and scrubbing.
+
+use crate::secret::JitSecret;
+use rm_core::{AttemptId, Evidence, ProcessIdentity};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A runner host failure.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HostError {
+    /// The runner package in the local cache could not be verified (checksum, layout).
+    #[error("runner package unverified: {detail}")]
+    PackageUnverified { detail: String },
+    /// The runner process could not be spawned.
+    #[error("runner process could not start: {detail}")]
+    SpawnFailed { detail: String },
+    #[error("{op} failed: {detail}")]
+    Io { op: &'static str, detail: String },
+}
+
+/// A runtime directory that could not be removed (yet).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("runtime directory could not be removed: {detail}")]
+pub struct ScrubError {
+    /// Busy files, a process still exiting: try again later. Not retryable still gets retried
+    /// at the longest backoff, since an operator may fix it.
+    pub retryable: bool,
+    pub detail: String,
+}
+
+/// What the agent asks of the machine. Every path is an attempt's runtime directory.
+pub trait RunnerHostPort: Send + Sync + 'static {
+    /// Where `attempt`'s runtime directory is (or would be), without touching it.
+    fn runtime_dir(&self, attempt: &AttemptId) -> PathBuf;
+
+    /// Copies the verified runner package into the attempt's fresh runtime directory.
+    fn materialize(
+        &self,
+        attempt: &AttemptId,
+    ) -> impl Future<Output = Result<PathBuf, HostError>> + Send;
+
+    /// Durably records the runner id GitHub assigned, before the journal does.
+    fn write_sidecar(
+        &self,
+        attempt: &AttemptId,
+        runner_id: u64,
+    ) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    fn read_sidecar(
+        &self,
+        attempt: &AttemptId,
+    ) -> impl Future<Output = Result<Option<u64>, HostError>> + Send;
+
+    /// Starts the listener with the JIT config in its environment only.
+    fn spawn(
+        &self,
+        runtime: &Path,
+        jit: JitSecret,
+    ) -> impl Future<Output = Result<ProcessIdentity, HostError>> + Send;
+
+    /// Whether that exact process (pid and start time) is still running.
+    fn inspect(
+        &self,
+        process: ProcessIdentity,
+    ) -> impl Future<Output = Result<bool, HostError>> + Send;
+
+    /// A runner process running from `runtime`, if any: recovers a process spawned before
+    /// `starting` was journalled.
+    fn find_process(
+        &self,
+        runtime: &Path,
+    ) -> impl Future<Output = Result<Option<ProcessIdentity>, HostError>> + Send;
+
+    /// Asks the process to stop, killing it after `grace`.
+    fn stop(
+        &self,
+        process: ProcessIdentity,
+        grace: Duration,
+    ) -> impl Future<Output = Result<(), HostError>> + Send;
+
+    /// What the runner's `_diag` directory shows; unreadable counts as [`Evidence::None`].
+    fn evidence(&self, runtime: &Path) -> impl Future<Output = Evidence> + Send;
+
+    /// Removes the runtime directory entirely and verifies nothing is left.
+    fn scrub(&self, runtime: &Path) -> impl Future<Output = Result<(), ScrubError>> + Send;
+}
+
+impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
+    fn runtime_dir(&self, attempt: &AttemptId) -> PathBuf {
+        (**self).runtime_dir(attempt)
+    }
+    fn materialize(
+        &self,
+        attempt: &AttemptId,
+    ) -> impl Future<Output = Result<PathBuf, HostError>> + Send {
+        (**self).materialize(attempt)
+    }
+    fn write_sidecar(
+        &self,
+        attempt: &AttemptId,
+        runner_id: u64,
+    ) -> impl Future<Output = Result<(), HostError>> + Send {
+        (**self).write_sidecar(attempt, runner_id)
+    }
+    fn read_sidecar(
+        &self,
+        attempt: &AttemptId,
+    ) -> impl Future<Output = Result<Option<u64>, HostError>> + Send {
+        (**self).read_sidecar(attempt)
+    }
+    fn spawn(
+        &self,
+        runtime: &Path,
+        jit: JitSecret,
+    ) -> impl Future<Output = Result<ProcessIdentity, HostError>> + Send {
+        (**self).spawn(runtime, jit)
+    }
+    fn inspect(
+        &self,
+        process: ProcessIdentity,
+    ) -> impl Future<Output = Result<bool, HostError>> + Send {
+        (**self).inspect(process)
+    }
+    fn find_process(
+        &self,
+        runtime: &Path,
+    ) -> impl Future<Output = Result<Option<ProcessIdentity>, HostError>> + Send {
+        (**self).find_process(runtime)
+    }
+    fn stop(
+        &self,
+        process: ProcessIdentity,
+        grace: Duration,
+    ) -> impl Future<Output = Result<(), HostError>> + Send {
+        (**self).stop(process, grace)
+    }
+    fn evidence(&self, runtime: &Path) -> impl Future<Output = Evidence> + Send {
+        (**self).evidence(runtime)
+    }
+    fn scrub(&self, runtime: &Path) -> impl Future<Output = Result<(), ScrubError>> + Send {
+        (**self).scrub(runtime)
+    }
+}

@@ -1,0 +1,114 @@
+//! The journal port: the single source of truth across crashes, written before every effect.
+
+use rm_core::{Attempt, Policy, PolicyId, Target};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// How many attempts hold a runner slot (every attempt not yet concluded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActiveCounts {
+    pub by_policy: BTreeMap<PolicyId, u32>,
+    /// Host-wide, including attempts whose policy is unknown (no ownership proof, but they
+    /// hold a slot).
+    pub total: u32,
+}
+
+impl ActiveCounts {
+    pub fn of(&self, policy: PolicyId) -> u32 {
+        self.by_policy.get(&policy).copied().unwrap_or(0)
+    }
+}
+
+/// Why a journal operation failed. The agent branches on `Conflict` (re-read next pass);
+/// everything else is logged and the step retried on a later pass.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum JournalError {
+    /// A compare-and-set lost: the row changed since it was read. Nothing was written.
+    #[error("{what} was changed concurrently: {detail}; it is re-read on the next pass")]
+    Conflict { what: String, detail: String },
+    #[error("{what} is not in the journal")]
+    NotFound { what: String },
+    /// The journal could not be used (IO, corruption, a refused file).
+    #[error("journal unavailable: {detail}")]
+    Unavailable { detail: String },
+}
+
+/// What the loop reads and writes in the journal.
+pub trait JournalPort: Send + Sync + 'static {
+    /// Every policy of `target`, whatever its state (the loop filters).
+    fn policies(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<Vec<Policy>, JournalError>> + Send;
+
+    /// Compare-and-set on `policy.revision()`; returns the stored policy (revision bumped).
+    fn update_policy(
+        &self,
+        policy: &Policy,
+    ) -> impl Future<Output = Result<Policy, JournalError>> + Send;
+
+    /// Records a new (`allocated`) attempt. Refuses a duplicate id.
+    fn insert_attempt(
+        &self,
+        attempt: &Attempt,
+    ) -> impl Future<Output = Result<(), JournalError>> + Send;
+
+    /// Writes `next` only if the stored row still equals `previous` (lost-update guard),
+    /// otherwise `Conflict`.
+    fn update_attempt(
+        &self,
+        previous: &Attempt,
+        next: &Attempt,
+    ) -> impl Future<Output = Result<(), JournalError>> + Send;
+
+    /// Every attempt on the host that is not `cleaned`, of every policy (the loop keeps its own).
+    fn uncleaned_attempts(&self)
+        -> impl Future<Output = Result<Vec<Attempt>, JournalError>> + Send;
+
+    /// Active (non-concluded) attempts per policy and host-wide.
+    fn active_counts(&self) -> impl Future<Output = Result<ActiveCounts, JournalError>> + Send;
+
+    /// The host's ceiling over all policies.
+    fn host_capacity(&self) -> impl Future<Output = Result<u32, JournalError>> + Send;
+}
+
+impl<J: JournalPort> JournalPort for Arc<J> {
+    fn policies(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<Vec<Policy>, JournalError>> + Send {
+        (**self).policies(target)
+    }
+    fn update_policy(
+        &self,
+        policy: &Policy,
+    ) -> impl Future<Output = Result<Policy, JournalError>> + Send {
+        (**self).update_policy(policy)
+    }
+    fn insert_attempt(
+        &self,
+        attempt: &Attempt,
+    ) -> impl Future<Output = Result<(), JournalError>> + Send {
+        (**self).insert_attempt(attempt)
+    }
+    fn update_attempt(
+        &self,
+        previous: &Attempt,
+        next: &Attempt,
+    ) -> impl Future<Output = Result<(), JournalError>> + Send {
+        (**self).update_attempt(previous, next)
+    }
+    fn uncleaned_attempts(
+        &self,
+    ) -> impl Future<Output = Result<Vec<Attempt>, JournalError>> + Send {
+        (**self).uncleaned_attempts()
+    }
+    fn active_counts(&self) -> impl Future<Output = Result<ActiveCounts, JournalError>> + Send {
+        (**self).active_counts()
+    }
+    fn host_capacity(&self) -> impl Future<Output = Result<u32, JournalError>> + Send {
+        (**self).host_capacity()
+    }
+}

@@ -1,0 +1,416 @@
+//! Supervision: every pass, each uncleaned attempt of this target's known policies is observed
+//! (process, GitHub's inventory, the runner's diagnostics) and `rm_core::decide` says what to
+//! do. Startup recovery is the same code with `startup = true`.
+//!
+//! GitHub's view: a runner counts as registered for the decision only while GitHub shows it
+//! `online` (or busy); a JIT runner is listed `offline` from `generate-jitconfig` on, before its
+//! listener connects, and treating that as registered would defeat the registration timeout.
+//! Deregistration, however, happens whenever GitHub lists the runner at all, so no
+//! registration is left behind and no DELETE is sent for a runner GitHub no longer lists.
+
+use crate::clock::Clock;
+use crate::events::{EventKind, RecoveredFrom};
+use crate::ports::{
+    DeleteOutcome, GitHubPort, JournalPort, RunnerHostPort, RunnerStatus, RunnerView, ScrubError,
+};
+use crate::target_loop::{locked, CleanupBackoff, TargetLoop};
+use rm_core::{
+    decide, Attempt, AttemptId, AttemptState, Decision, Evidence, GitHubView, Observation,
+    ProcessIdentity,
+};
+use std::collections::HashMap;
+
+/// GitHub's runner inventory by name; `None` when it could not be read this pass.
+type Inventory = Option<HashMap<String, RunnerView>>;
+
+/// Decisions carried out for one attempt in one pass, at most: enough for
+/// terminate → conclude → clean, and bounded so a misbehaving port cannot spin the loop.
+const MAX_STEPS: usize = 6;
+
+/// One observation plus what the caller needs to carry out the decision.
+struct Seen {
+    obs: Observation,
+    /// A process found by its runtime directory (an attempt without a journalled process).
+    found: Option<ProcessIdentity>,
+    /// The runner as GitHub lists it, whatever its status.
+    listed: Option<RunnerView>,
+}
+
+enum Step {
+    Again,
+    Done,
+}
+
+impl<J, G, H, C> TargetLoop<J, G, H, C>
+where
+    J: JournalPort,
+    G: GitHubPort,
+    H: RunnerHostPort,
+    C: Clock,
+{
+    /// Supervises every uncleaned attempt of this target's policies. Attempts of policies the
+    /// journal does not know are not touched (no ownership proof); they still count against
+    /// capacity through the journal's counts. Returns whether GitHub was reached.
+    pub(crate) async fn supervise_all(&self, startup: bool) -> bool {
+        let attempts = match self.ports.journal.uncleaned_attempts().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "attempts unreadable; supervision skipped this pass");
+                return false;
+            }
+        };
+        let own = self.policy_ids();
+        let mine: Vec<Attempt> = attempts
+            .into_iter()
+            .filter(|a| own.contains(&a.policy_id()) && !a.is_cleaned())
+            .filter(|a| !a.needs_cleaning() || self.cleanup_due(a.id()))
+            .collect();
+        if mine.is_empty() {
+            return false;
+        }
+        // GitHub's view matters for every attempt not yet concluded, and for a concluded one
+        // whose process may still run (never killed while GitHub is unreachable). Concluded
+        // attempts without a process only need their directory removed: no API call for them.
+        let needs_github = mine
+            .iter()
+            .any(|a| !a.is_terminal() || a.process().is_some());
+        let (mut inventory, reached) = if !needs_github {
+            (Some(HashMap::new()), false)
+        } else {
+            match self.ports.github.runners(&self.target).await {
+                Ok(list) => (
+                    Some(list.into_iter().map(|v| (v.name.clone(), v)).collect()),
+                    true,
+                ),
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, error = %e, "runner inventory unreadable; nothing destructive this pass");
+                    self.note_github_refusal(&own, &e).await;
+                    (None, false)
+                }
+            }
+        };
+        for attempt in mine {
+            self.supervise_one(attempt, &mut inventory, startup).await;
+        }
+        reached
+    }
+
+    async fn supervise_one(&self, mut attempt: Attempt, inventory: &mut Inventory, startup: bool) {
+        let mut alive_seen = false;
+        for _ in 0..MAX_STEPS {
+            if attempt.needs_cleaning() && !self.cleanup_due(attempt.id()) {
+                break;
+            }
+            if attempt.state() == AttemptState::Allocated
+                && !self.close_registration_gap(&mut attempt, inventory).await
+            {
+                break;
+            }
+            let Some(seen) = self.observe(&attempt, inventory).await else {
+                break;
+            };
+            alive_seen |= seen.obs.process_alive;
+            let decision = decide(&attempt, &seen.obs, &self.config.timeouts);
+            tracing::debug!(gh_target = %self.target, attempt = %attempt.id(), state = %attempt.state(), ?decision, "supervision decision");
+            let step = match decision {
+                Decision::Nothing | Decision::Wait | Decision::Defer => Step::Done,
+                Decision::Adopt => self.adopt(&mut attempt, seen.found).await,
+                Decision::Observe(observed) => {
+                    let before = attempt.clone();
+                    match attempt.observe(observed, seen.obs.now) {
+                        Ok(()) if self.write(&before, &attempt).await => Step::Again,
+                        _ => Step::Done,
+                    }
+                }
+                Decision::Terminate { reason } => {
+                    let before = attempt.clone();
+                    if attempt.record_terminate_intent(reason).is_err()
+                        || (before != attempt && !self.write(&before, &attempt).await)
+                    {
+                        Step::Done
+                    } else {
+                        self.emit(EventKind::TerminateRequested {
+                            attempt: attempt.id().clone(),
+                            reason,
+                        });
+                        self.stop_process(&attempt).await
+                    }
+                }
+                Decision::Conclude(conclusion) => {
+                    let Some(deregistered) =
+                        self.deregister(&attempt, seen.listed, inventory).await
+                    else {
+                        break;
+                    };
+                    let before = attempt.clone();
+                    if conclusion.apply(&mut attempt, seen.obs.now).is_err()
+                        || !self.write(&before, &attempt).await
+                    {
+                        break;
+                    }
+                    self.emit(EventKind::Concluded {
+                        attempt: attempt.id().clone(),
+                        outcome: attempt.outcome().unwrap_or(conclusion.outcome),
+                        deregistered,
+                        replace: conclusion.replace,
+                    });
+                    Step::Again
+                }
+                Decision::Clean => {
+                    self.clean(&mut attempt).await;
+                    Step::Done
+                }
+            };
+            if matches!(step, Step::Done) {
+                break;
+            }
+        }
+        if startup && alive_seen && !attempt.is_terminal() {
+            self.emit(EventKind::Adopted {
+                attempt: attempt.id().clone(),
+                state: attempt.state(),
+            });
+        }
+    }
+
+    /// Builds the observation; `None` when the process could not be inspected (nothing is
+    /// decided blind about a process).
+    async fn observe(&self, attempt: &Attempt, inventory: &Inventory) -> Option<Seen> {
+        let host = &self.ports.host;
+        let runtime = host.runtime_dir(attempt.id());
+        let inspected = match attempt.process() {
+            Some(p) => host.inspect(p).await.map(|alive| (alive, None)),
+            None if attempt.state() == AttemptState::JitReceived => host
+                .find_process(&runtime)
+                .await
+                .map(|found| (found.is_some(), found)),
+            None => Ok((false, None)),
+        };
+        let (process_alive, found) = match inspected {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "process not inspectable; attempt skipped this pass");
+                return None;
+            }
+        };
+        let listed = inventory
+            .as_ref()
+            .and_then(|m| m.get(attempt.runner_name()))
+            .cloned();
+        let github = match (inventory, &listed) {
+            (None, _) => GitHubView::Unreachable,
+            (Some(_), Some(v)) if v.status == RunnerStatus::Online || v.busy => {
+                GitHubView::Registered { busy: v.busy }
+            }
+            (Some(_), _) => GitHubView::NotRegistered,
+        };
+        let evidence = if attempt.state().has_process() {
+            host.evidence(&runtime).await
+        } else {
+            Evidence::None
+        };
+        Some(Seen {
+            obs: Observation {
+                process_alive,
+                github,
+                evidence,
+                now: self.now(),
+            },
+            found,
+            listed,
+        })
+    }
+
+    /// Crash gap: registered at GitHub but `jit_received` not journalled. The runner id comes
+    /// from the sidecar, else from GitHub's inventory by our runner name; it is journalled
+    /// before anything is decided. Returns false when the journal write failed.
+    async fn close_registration_gap(&self, attempt: &mut Attempt, inventory: &Inventory) -> bool {
+        let sidecar = match self.ports.host.read_sidecar(attempt.id()).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "sidecar unreadable");
+                None
+            }
+        };
+        let listed = inventory
+            .as_ref()
+            .and_then(|m| m.get(attempt.runner_name()))
+            .map(|v| v.id);
+        let (runner_id, from) = match (sidecar, listed) {
+            (Some(id), _) => (id, RecoveredFrom::Sidecar),
+            (None, Some(id)) => (id, RecoveredFrom::Inventory),
+            (None, None) => return true,
+        };
+        let before = attempt.clone();
+        if attempt.record_jit(runner_id, self.now()).is_err() {
+            return true;
+        }
+        if !self.write(&before, attempt).await {
+            return false;
+        }
+        self.emit(EventKind::Recovered {
+            attempt: attempt.id().clone(),
+            from,
+        });
+        true
+    }
+
+    /// `Adopt`: a `jit_received` attempt whose process was found is journalled `starting`
+    /// (the process spawned before `starting` was written); anything else stays as it is.
+    async fn adopt(&self, attempt: &mut Attempt, found: Option<ProcessIdentity>) -> Step {
+        let (AttemptState::JitReceived, Some(process)) = (attempt.state(), found) else {
+            return Step::Done;
+        };
+        let before = attempt.clone();
+        if attempt.record_started(process, self.now()).is_err()
+            || !self.write(&before, attempt).await
+        {
+            return Step::Done;
+        }
+        self.emit(EventKind::Recovered {
+            attempt: attempt.id().clone(),
+            from: RecoveredFrom::ProcessFound,
+        });
+        Step::Again
+    }
+
+    async fn stop_process(&self, attempt: &Attempt) -> Step {
+        let Some(process) = attempt.process() else {
+            return Step::Done;
+        };
+        match self.ports.host.stop(process, self.config.stop_grace).await {
+            Ok(()) => Step::Again,
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "runner not stopped; retrying next pass");
+                Step::Done
+            }
+        }
+    }
+
+    /// Deregisters the runner if GitHub still lists it. `Some(deleted)` to go on concluding,
+    /// `None` to keep the attempt for the next pass (refused because a job runs, or failed).
+    async fn deregister(
+        &self,
+        attempt: &Attempt,
+        listed: Option<RunnerView>,
+        inventory: &mut Inventory,
+    ) -> Option<bool> {
+        let Some(view) = listed else {
+            return Some(false);
+        };
+        match self.ports.github.delete_runner(&self.target, view.id).await {
+            Ok(outcome @ (DeleteOutcome::Deleted | DeleteOutcome::Gone)) => {
+                if let Some(m) = inventory.as_mut() {
+                    m.remove(attempt.runner_name());
+                }
+                Some(outcome == DeleteOutcome::Deleted)
+            }
+            Ok(DeleteOutcome::StillRunningJob) => {
+                self.emit(EventKind::DeregisterRefused {
+                    attempt: attempt.id().clone(),
+                });
+                None
+            }
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "deregistration failed; retrying next pass");
+                None
+            }
+        }
+    }
+
+    /// Kill what is left, scrub the runtime directory, journal `cleaned`. A directory that
+    /// cannot be removed yet is retried with backoff and reported once.
+    pub(crate) async fn clean(&self, attempt: &mut Attempt) {
+        let host = &self.ports.host;
+        let runtime = host.runtime_dir(attempt.id());
+        let leftover = match attempt.process() {
+            Some(p) => host.inspect(p).await.map(|alive| alive.then_some(p)),
+            None => host.find_process(&runtime).await,
+        };
+        let leftover = match leftover {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "leftover process not inspectable; cleaning later");
+                return;
+            }
+        };
+        if let Some(p) = leftover {
+            if let Err(e) = host.stop(p, self.config.stop_grace).await {
+                tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "leftover process not stopped; cleaning later");
+                return;
+            }
+        }
+        match host.scrub(&runtime).await {
+            Ok(()) => {
+                let before = attempt.clone();
+                if attempt.mark_cleaned(self.now()).is_ok() && self.write(&before, attempt).await {
+                    locked(&self.cleanup).remove(attempt.id());
+                    self.emit(EventKind::Cleaned {
+                        attempt: attempt.id().clone(),
+                    });
+                }
+            }
+            Err(e) => self.defer_cleanup(attempt.id(), &e),
+        }
+    }
+
+    fn cleanup_due(&self, id: &AttemptId) -> bool {
+        locked(&self.cleanup)
+            .get(id)
+            .is_none_or(|b| b.next_try <= self.now())
+    }
+
+    fn defer_cleanup(&self, id: &AttemptId, error: &ScrubError) {
+        let now = self.now();
+        let retry = self.config.cleanup_retry;
+        let first = {
+            let mut map = locked(&self.cleanup);
+            let entry = map.entry(id.clone()).or_insert(CleanupBackoff {
+                failures: 0,
+                next_try: now,
+            });
+            entry.failures = entry.failures.saturating_add(1);
+            let delay = if error.retryable {
+                retry.delay_after(entry.failures)
+            } else {
+                retry.max_delay
+            };
+            entry.next_try = now + delay;
+            entry.failures == 1
+        };
+        if first {
+            self.emit(EventKind::CleanupDeferred {
+                attempt: id.clone(),
+                retryable: error.retryable,
+                detail: error.detail.clone(),
+            });
+        } else {
+            tracing::debug!(gh_target = %self.target, attempt = %id, error = %error, "runtime directory still not removable");
+        }
+    }
+
+    /// Journals `after` over `before` (lost-update guarded) and reports a state change.
+    /// False when the write failed: the attempt is re-read next pass.
+    pub(crate) async fn write(&self, before: &Attempt, after: &Attempt) -> bool {
+        match self.ports.journal.update_attempt(before, after).await {
+            Ok(()) => {
+                self.state_changed(before, after);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, attempt = %after.id(), error = %e, "attempt not journalled; re-read next pass");
+                false
+            }
+        }
+    }
+
+    pub(crate) fn state_changed(&self, before: &Attempt, after: &Attempt) {
+        if before.state() != after.state() {
+            self.emit(EventKind::StateChanged {
+                attempt: after.id().clone(),
+                from: before.state(),
+                to: after.state(),
+            });
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! One reconcile loop per target: every pass re-reads the policies, supervises this target's
+//! attempts, then polls demand and launches what the allocator grants.
+
+use crate::clock::Clock;
+use crate::config::{AgentConfig, HostShared, PollInterval};
+use crate::events::{EventKind, Events};
+use crate::ports::{GhError, GitHubPort, JournalPort, RunnerHostPort};
+use rm_core::{AttemptId, Policy, PolicyId, PolicyState, Target, Timestamp};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+
+/// The four ports one loop uses.
+#[derive(Debug, Clone)]
+pub struct Ports<J, G, H, C> {
+    pub journal: J,
+    pub github: G,
+    pub host: H,
+    pub clock: C,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PassReport {
+    /// A GitHub call of this pass succeeded.
+    pub reached_github: bool,
+    /// Runners that reached `starting`.
+    pub launched: u32,
+    /// This target's attempts still holding a slot after the pass.
+    pub active_owned: u32,
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainReport {
+    pub remaining: u32,
+    pub timed_out: bool,
+}
+
+/// A directory that could not be removed: when to try again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CleanupBackoff {
+    pub(crate) failures: u32,
+    pub(crate) next_try: Timestamp,
+}
+
+/// The loop for one target. All methods take `&self` so the daemon can share it (`Arc`) between
+/// its run task and status queries; the state it keeps between passes sits behind short locks
+/// that are never held across an await.
+pub struct TargetLoop<J, G, H, C> {
+    pub(crate) target: Target,
+    pub(crate) ports: Ports<J, G, H, C>,
+    pub(crate) shared: HostShared,
+    pub(crate) config: AgentConfig,
+    pub(crate) poll: Arc<dyn PollInterval>,
+    pub(crate) events: Events,
+    pub(crate) exit: Arc<Notify>,
+    /// The last copy read successfully (a failed read keeps it).
+    pub(crate) policies: Mutex<Vec<Policy>>,
+    pub(crate) cleanup: Mutex<HashMap<AttemptId, CleanupBackoff>>,
+    pub(crate) draining: AtomicBool,
+    pub(crate) recovered: AtomicBool,
+    /// One pass at a time per loop: a pass must never supervise an attempt another pass of the
+    /// same loop is launching.
+    pub(crate) pass_lock: tokio::sync::Mutex<()>,
+}
+
+pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<J, G, H, C> TargetLoop<J, G, H, C>
+where
+    J: JournalPort,
+    G: GitHubPort,
+    H: RunnerHostPort,
+    C: Clock,
+{
+    pub fn new(
+        target: Target,
+        ports: Ports<J, G, H, C>,
+        shared: HostShared,
+        config: AgentConfig,
+        poll: Arc<dyn PollInterval>,
+    ) -> Self {
+        let events = Events {
+            tx: shared.events.clone(),
+            target: target.clone(),
+        };
+        TargetLoop {
+            target,
+            ports,
+            shared,
+            config,
+            poll,
+            events,
+            exit: Arc::new(Notify::new()),
+            policies: Mutex::new(Vec::new()),
+            cleanup: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+            recovered: AtomicBool::new(false),
+            pass_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Notify this when one of the target's runner processes exits: the loop runs a pass at
+    /// once instead of waiting for the poll interval.
+    pub fn exit_notifier(&self) -> Arc<Notify> {
+        self.exit.clone()
+    }
+
+    /// The policies as last read.
+    pub fn policies(&self) -> Vec<Policy> {
+        locked(&self.policies).clone()
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        self.ports.clock.now()
+    }
+
+    pub(crate) fn emit(&self, kind: EventKind) {
+        self.events.emit(self.now(), kind);
+    }
+
+    /// Startup recovery: reconciles every journalled attempt of this target with the ordinary
+    /// supervision code (startup only supplies the first observation) and starts nothing.
+    /// Called by the first [`TargetLoop::pass`] if the daemon did not call it.
+    pub async fn recover(&self) -> PassReport {
+        let _pass = self.pass_lock.lock().await;
+        self.recovered.store(true, Ordering::SeqCst);
+        self.refresh_policies().await;
+        let reached_github = self.supervise_all(true).await;
+        PassReport {
+            reached_github,
+            launched: 0,
+            active_owned: self.active_owned().await,
+        }
+    }
+
+    /// One pass: policies (and the operator's intent for them), supervision, then demand and
+    /// launches (unless draining). Passes of one loop never overlap.
+    pub async fn pass(&self) -> PassReport {
+        let _pass = self.pass_lock.lock().await;
+        let startup = !self.recovered.swap(true, Ordering::SeqCst);
+        self.refresh_policies().await;
+        // The operator's intent first, so a policy disabled since the last pass starts nothing.
+        self.follow_operator_intent().await;
+        let mut reached_github = self.supervise_all(startup).await;
+        let mut launched = 0;
+        if !self.draining.load(Ordering::SeqCst) {
+            let (reached, started) = self.allocate_and_launch().await;
+            reached_github |= reached;
+            launched = started;
+        }
+        let report = PassReport {
+            reached_github,
+            launched,
+            active_owned: self.active_owned().await,
+        };
+        self.emit(EventKind::PassCompleted {
+            reached_github: report.reached_github,
+            launched: report.launched,
+            active_owned: report.active_owned,
+        });
+        report
+    }
+
+    /// Recovery, then passes at the poll interval (or at once after an exit notification)
+    /// until `shutdown` turns true or its sender is dropped; then drains with the configured
+    /// deadline.
+    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) -> DrainReport {
+        self.recover().await;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            self.pass().await;
+            let wait = self.poll.next_interval();
+            tokio::select! {
+                _ = self.ports.clock.sleep(wait) => {}
+                _ = self.exit.notified() => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        self.run_until_drained(self.config.drain_deadline).await
+    }
+
+    /// Stops starting runners and supervises until none of this target's attempts is active,
+    /// or until `deadline` (from now) has passed. Nothing is lost by stopping early: startup
+    /// recovery adopts what is left.
+    pub async fn run_until_drained(&self, deadline: Option<Duration>) -> DrainReport {
+        self.draining.store(true, Ordering::SeqCst);
+        let start = self.now();
+        loop {
+            let report = self.pass().await;
+            let elapsed = self.now().duration_since(start);
+            let out_of_time = deadline.is_some_and(|d| elapsed >= d);
+            if report.active_owned == 0 || out_of_time {
+                let done = DrainReport {
+                    remaining: report.active_owned,
+                    timed_out: report.active_owned > 0,
+                };
+                self.emit(EventKind::Drained {
+                    remaining: done.remaining,
+                    timed_out: done.timed_out,
+                });
+                return done;
+            }
+            let mut wait = self.config.drain_poll;
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_sub(elapsed));
+            }
+            tokio::select! {
+                _ = self.ports.clock.sleep(wait) => {}
+                _ = self.exit.notified() => {}
+            }
+        }
+    }
+
+    /// Whether the loop has stopped starting runners.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Re-reads the policies; a failed read keeps the last copy.
+    pub(crate) async fn refresh_policies(&self) {
+        match self.ports.journal.policies(&self.target).await {
+            Ok(policies) => *locked(&self.policies) = policies,
+            Err(e) => tracing::warn!(
+                gh_target = %self.target, error = %e, "policies could not be re-read; keeping the last copy"
+            ),
+        }
+    }
+
+    pub(crate) fn policy_ids(&self) -> Vec<PolicyId> {
+        locked(&self.policies).iter().map(|p| p.id()).collect()
+    }
+
+    /// This target's attempts holding a slot, from the journal.
+    pub(crate) async fn active_owned(&self) -> u32 {
+        let ids = self.policy_ids();
+        match self.ports.journal.active_counts().await {
+            Ok(counts) => ids.iter().map(|id| counts.of(*id)).sum(),
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable");
+                // Unknown: report one so a drain keeps waiting rather than ending blind.
+                1
+            }
+        }
+    }
+
+    /// Moves a policy's observed state, compare-and-set in the journal. A lost race or an
+    /// illegal move is left for the next pass.
+    pub(crate) async fn set_policy_state(&self, id: PolicyId, next: PolicyState) {
+        let Some(mut policy) = locked(&self.policies)
+            .iter()
+            .find(|p| p.id() == id)
+            .cloned()
+        else {
+            return;
+        };
+        let from = policy.state();
+        if from == next || policy.transition_to(next).is_err() {
+            return;
+        }
+        match self.ports.journal.update_policy(&policy).await {
+            Ok(stored) => {
+                if let Some(slot) = locked(&self.policies).iter_mut().find(|p| p.id() == id) {
+                    *slot = stored;
+                }
+                self.emit(EventKind::PolicyStateChanged {
+                    policy: id,
+                    from,
+                    to: next,
+                });
+            }
+            Err(e) => tracing::warn!(
+                gh_target = %self.target, policy = id.get(), error = %e, "policy state not updated"
+            ),
+        }
+    }
+
+    /// 401 → `authentication_failed`; 403/404 → `repair_required`, for the given policies.
+    pub(crate) async fn note_github_refusal(&self, ids: &[PolicyId], error: &GhError) {
+        let next = match error {
+            GhError::Unauthorized => PolicyState::AuthenticationFailed,
+            GhError::Forbidden { .. } | GhError::NotFound { .. } => PolicyState::RepairRequired,
+            _ => return,
+        };
+        for id in ids {
+            self.set_policy_state(*id, next).await;
+        }
+    }
+
+    /// The operator's `enabled` flag moves the observed state: disable → draining → disabled
+    /// once the policy owns nothing; enable → pending.
+    async fn follow_operator_intent(&self) {
+        let Ok(counts) = self.ports.journal.active_counts().await else {
+            return;
+        };
+        let intents: Vec<(PolicyId, PolicyState)> = locked(&self.policies)
+            .iter()
+            .filter_map(|p| {
+                p.intended_transition(counts.of(p.id()))
+                    .map(|next| (p.id(), next))
+            })
+            .collect();
+        for (id, next) in intents {
+            self.set_policy_state(id, next).await;
+        }
+    }
+}

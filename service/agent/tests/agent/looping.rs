@@ -1,0 +1,154 @@
+//! The loop: exit notifications, shutdown and the drain deadline.
+
+use crate::support::*;
+use rm_agent::{AgentEvent, Clock, DrainReport, EventKind, RunnerStatus};
+use rm_core::{AttemptState, Evidence, Outcome};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, watch};
+
+async fn wait_for(
+    rx: &mut broadcast::Receiver<AgentEvent>,
+    pred: impl Fn(&EventKind) -> bool,
+) -> EventKind {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let e = rx.recv().await.unwrap();
+            if pred(&e.kind) {
+                return e.kind;
+            }
+        }
+    })
+    .await
+    .expect("event within 5 s")
+}
+
+#[tokio::test]
+async fn a_runner_exit_triggers_an_immediate_pass() {
+    let mut h = Harness::new();
+    let (a, p) = h.seed("exitnotify", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    let lp = Arc::new(h.make_loop(target()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let runner = {
+        let lp = lp.clone();
+        tokio::spawn(async move { lp.run(stop_rx).await })
+    };
+    wait_for(&mut h.events, |e| {
+        matches!(e, EventKind::PassCompleted { .. })
+    })
+    .await;
+
+    // The job ends and the runner exits; the poll interval is an hour on a clock that does
+    // not move, so only the notification can start the pass.
+    h.host.kill(p.unwrap());
+    h.github.unlist(a.runner_name());
+    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    lp.exit_notifier().notify_one();
+    let e = wait_for(&mut h.events, |e| matches!(e, EventKind::Concluded { .. })).await;
+    assert!(matches!(
+        e,
+        EventKind::Concluded {
+            outcome: Outcome::CompletedJob,
+            ..
+        }
+    ));
+    assert_eq!(h.clock.now(), t(0));
+
+    stop_tx.send(true).unwrap();
+    let drained = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        drained,
+        DrainReport {
+            remaining: 0,
+            timed_out: false
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_drain_stops_starting_and_gives_up_at_its_deadline() {
+    let mut h = Harness::new();
+    h.clock.set_auto_advance(true);
+    let (a, p) = h.seed("drainbusy1", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    h.github.set_jobs(3);
+    let lp = h.make_loop(target());
+    let report = lp.run_until_drained(Some(Duration::from_secs(60))).await;
+    assert_eq!(
+        report,
+        DrainReport {
+            remaining: 1,
+            timed_out: true
+        }
+    );
+    let elapsed = h.clock.now().duration_since(t(0));
+    assert!(
+        elapsed >= Duration::from_secs(60) && elapsed < Duration::from_secs(70),
+        "{elapsed:?}"
+    );
+    assert_eq!(
+        h.journal.attempts().len(),
+        1,
+        "nothing started while draining"
+    );
+    assert!(h.host.is_alive(p.unwrap()), "the job was not interrupted");
+    assert!(h.events().iter().any(|e| matches!(
+        e,
+        EventKind::Drained {
+            remaining: 1,
+            timed_out: true
+        }
+    )));
+}
+
+#[tokio::test]
+async fn a_drain_ends_when_the_last_runner_ends() {
+    let h = Harness::new();
+    h.clock.set_auto_advance(true);
+    let (a, p) = h.seed("drainends1", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    h.host
+        .state
+        .lock()
+        .unwrap()
+        .dies_after
+        .insert(p.unwrap().pid, 3);
+    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    let lp = h.make_loop(target());
+    let report = lp.run_until_drained(None).await;
+    assert_eq!(
+        report,
+        DrainReport {
+            remaining: 0,
+            timed_out: false
+        }
+    );
+    assert!(h.journal.attempt(a.id()).outcome().is_some());
+}
+
+#[tokio::test]
+async fn shutdown_with_a_runner_left_hands_it_to_the_next_start() {
+    // The deadline passes with a runner still busy; a new loop (the next start) adopts it.
+    let mut h = Harness::new();
+    h.clock.set_auto_advance(true);
+    let (a, _) = h.seed("handover01", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    let first = h.make_loop(target());
+    first.run_until_drained(Some(Duration::from_secs(10))).await;
+    h.events();
+    let next = h.make_loop(target());
+    next.recover().await;
+    assert!(h
+        .events()
+        .iter()
+        .any(|e| matches!(e, EventKind::Adopted { .. })));
+    assert_eq!(h.journal.attempt(a.id()).state(), AttemptState::Busy);
+}

@@ -1,0 +1,714 @@
+//! In-memory fakes of the four ports. Each records the calls that matter in one shared
+//! `CallLog`, so tests can assert the order of effects across ports.
+
+#![allow(dead_code)]
+
+use rm_agent::{
+    ActiveCounts, AgentEvent, DeleteOutcome, DemandSnapshot, EventKind, FakeClock, GhError,
+    GitHubPort, HostError, HostShared, Jit, JitSecret, JournalError, JournalPort, Ports,
+    RunnerHostPort, RunnerStatus, RunnerView, ScrubError, TargetLoop,
+};
+use rm_core::{
+    Attempt, AttemptId, AttemptState, Evidence, JobDemand, LabelSet, Observed, Policy, PolicyId,
+    PolicyParts, PolicyState, ProcessIdentity, ProfileName, RunsOn, Target, Timestamp,
+    WorkspaceMode,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+pub const LABEL: &str = "rm-home-linux-x64";
+pub const T0: i64 = 1_764_000_000_000;
+
+pub type CallLog = Arc<Mutex<Vec<String>>>;
+
+fn push(log: &CallLog, entry: impl Into<String>) {
+    log.lock().unwrap().push(entry.into());
+}
+
+// ---------------------------------------------------------------- journal
+
+#[derive(Default)]
+pub struct JState {
+    pub policies: Vec<Policy>,
+    pub attempts: BTreeMap<AttemptId, Attempt>,
+    pub capacity: u32,
+    pub fail_policies: bool,
+    /// Highest number of active attempts ever stored at once.
+    pub high_water: u32,
+    pub updates: u32,
+    /// The next update to this state fails (a crash or a full disk at that point).
+    pub fail_update_to: Option<AttemptState>,
+}
+
+pub struct FakeJournal {
+    pub state: Mutex<JState>,
+    log: CallLog,
+}
+
+impl FakeJournal {
+    pub fn new(log: CallLog, capacity: u32) -> Self {
+        FakeJournal {
+            state: Mutex::new(JState {
+                capacity,
+                ..JState::default()
+            }),
+            log,
+        }
+    }
+
+    pub fn add_policy(&self, id: i64, target: &Target, max: Option<u32>, state: PolicyState) {
+        let policy = Policy::from_parts(PolicyParts {
+            id: PolicyId::new(id),
+            target: target.clone(),
+            profile: ProfileName::default(),
+            enabled: state != PolicyState::Disabled && state != PolicyState::Draining,
+            state,
+            max_capacity: max,
+            min_capacity: 0,
+            labels: LabelSet::parse([LABEL]).unwrap(),
+            workspace_mode: WorkspaceMode::Ephemeral,
+            revision: 1,
+        })
+        .unwrap();
+        self.state.lock().unwrap().policies.push(policy);
+    }
+
+    pub fn policy(&self, id: i64) -> Policy {
+        let st = self.state.lock().unwrap();
+        st.policies
+            .iter()
+            .find(|p| p.id() == PolicyId::new(id))
+            .cloned()
+            .unwrap()
+    }
+
+    pub fn put(&self, attempt: Attempt) {
+        self.state
+            .lock()
+            .unwrap()
+            .attempts
+            .insert(attempt.id().clone(), attempt);
+    }
+
+    pub fn attempt(&self, id: &AttemptId) -> Attempt {
+        self.state.lock().unwrap().attempts[id].clone()
+    }
+
+    pub fn attempts(&self) -> Vec<Attempt> {
+        self.state
+            .lock()
+            .unwrap()
+            .attempts
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn active(&self) -> u32 {
+        let st = self.state.lock().unwrap();
+        st.attempts
+            .values()
+            .filter(|a| a.counts_against_capacity())
+            .count() as u32
+    }
+
+    pub fn updates(&self) -> u32 {
+        self.state.lock().unwrap().updates
+    }
+}
+
+impl JournalPort for FakeJournal {
+    async fn policies(&self, target: &Target) -> Result<Vec<Policy>, JournalError> {
+        let st = self.state.lock().unwrap();
+        if st.fail_policies {
+            return Err(JournalError::Unavailable {
+                detail: "disk on fire".into(),
+            });
+        }
+        Ok(st
+            .policies
+            .iter()
+            .filter(|p| p.target() == target)
+            .cloned()
+            .collect())
+    }
+
+    async fn update_policy(&self, policy: &Policy) -> Result<Policy, JournalError> {
+        let mut st = self.state.lock().unwrap();
+        let slot = st
+            .policies
+            .iter_mut()
+            .find(|p| p.id() == policy.id())
+            .ok_or(JournalError::NotFound {
+                what: "policy".into(),
+            })?;
+        if slot.revision() != policy.revision() {
+            return Err(JournalError::Conflict {
+                what: "policy".into(),
+                detail: "revision".into(),
+            });
+        }
+        let mut parts = policy.to_parts();
+        parts.revision += 1;
+        *slot = Policy::from_parts(parts).unwrap();
+        Ok(slot.clone())
+    }
+
+    async fn insert_attempt(&self, attempt: &Attempt) -> Result<(), JournalError> {
+        push(&self.log, format!("journal.insert({})", attempt.state()));
+        let mut st = self.state.lock().unwrap();
+        if st.attempts.contains_key(attempt.id()) {
+            return Err(JournalError::Conflict {
+                what: "attempt".into(),
+                detail: "duplicate".into(),
+            });
+        }
+        st.attempts.insert(attempt.id().clone(), attempt.clone());
+        let active = st
+            .attempts
+            .values()
+            .filter(|a| a.counts_against_capacity())
+            .count() as u32;
+        st.high_water = st.high_water.max(active);
+        Ok(())
+    }
+
+    async fn update_attempt(&self, previous: &Attempt, next: &Attempt) -> Result<(), JournalError> {
+        let mut st = self.state.lock().unwrap();
+        let stored = st
+            .attempts
+            .get(previous.id())
+            .ok_or(JournalError::NotFound {
+                what: "attempt".into(),
+            })?;
+        if stored != previous {
+            return Err(JournalError::Conflict {
+                what: "attempt".into(),
+                detail: "changed".into(),
+            });
+        }
+        if st.fail_update_to == Some(next.state()) {
+            st.fail_update_to = None;
+            return Err(JournalError::Unavailable {
+                detail: "disk full".into(),
+            });
+        }
+        push(&self.log, format!("journal.update({})", next.state()));
+        st.updates += 1;
+        st.attempts.insert(next.id().clone(), next.clone());
+        Ok(())
+    }
+
+    async fn uncleaned_attempts(&self) -> Result<Vec<Attempt>, JournalError> {
+        let st = self.state.lock().unwrap();
+        Ok(st
+            .attempts
+            .values()
+            .filter(|a| !a.is_cleaned())
+            .cloned()
+            .collect())
+    }
+
+    async fn active_counts(&self) -> Result<ActiveCounts, JournalError> {
+        // Let other tasks run between reading and acting, as a real database call would.
+        tokio::task::yield_now().await;
+        let st = self.state.lock().unwrap();
+        let mut counts = ActiveCounts::default();
+        for a in st.attempts.values().filter(|a| a.counts_against_capacity()) {
+            *counts.by_policy.entry(a.policy_id()).or_insert(0) += 1;
+            counts.total += 1;
+        }
+        Ok(counts)
+    }
+
+    async fn host_capacity(&self) -> Result<u32, JournalError> {
+        tokio::task::yield_now().await;
+        Ok(self.state.lock().unwrap().capacity)
+    }
+}
+
+// ---------------------------------------------------------------- github
+
+#[derive(Default)]
+pub struct GState {
+    pub jobs: Vec<JobDemand>,
+    pub is_floor: bool,
+    pub runners: BTreeMap<String, RunnerView>,
+    pub jit_script: VecDeque<GhError>,
+    /// When a scripted JIT error is returned, the queued jobs go away with it.
+    pub jobs_vanish_on_jit_error: bool,
+    pub next_runner_id: u64,
+    pub inventory_error: Option<GhError>,
+    pub queued_error: Option<GhError>,
+    pub delete_script: VecDeque<DeleteOutcome>,
+    pub deletes: Vec<u64>,
+    pub jit_calls: u32,
+    pub queued_calls: u32,
+}
+
+pub struct FakeGitHub {
+    pub state: Mutex<GState>,
+    log: CallLog,
+}
+
+impl FakeGitHub {
+    pub fn new(log: CallLog) -> Self {
+        FakeGitHub {
+            state: Mutex::new(GState {
+                next_runner_id: 100,
+                ..GState::default()
+            }),
+            log,
+        }
+    }
+
+    pub fn set_jobs(&self, n: u64) {
+        self.state.lock().unwrap().jobs = (0..n)
+            .map(|i| JobDemand {
+                job_id: 1000 + i,
+                run_id: 1,
+                labels: RunsOn::Labels(vec![LABEL.to_owned()]),
+            })
+            .collect();
+    }
+
+    pub fn list(&self, name: &str, id: u64, busy: bool, status: RunnerStatus) {
+        self.state.lock().unwrap().runners.insert(
+            name.to_owned(),
+            RunnerView {
+                id,
+                name: name.to_owned(),
+                busy,
+                status,
+            },
+        );
+    }
+
+    pub fn unlist(&self, name: &str) {
+        self.state.lock().unwrap().runners.remove(name);
+    }
+
+    pub fn listed(&self, name: &str) -> Option<RunnerView> {
+        self.state.lock().unwrap().runners.get(name).cloned()
+    }
+
+    pub fn deletes(&self) -> Vec<u64> {
+        self.state.lock().unwrap().deletes.clone()
+    }
+
+    pub fn jit_calls(&self) -> u32 {
+        self.state.lock().unwrap().jit_calls
+    }
+
+    pub fn set_unreachable(&self, on: bool) {
+        let err = on.then(|| GhError::Unreachable {
+            detail: "no route".into(),
+        });
+        let mut st = self.state.lock().unwrap();
+        st.inventory_error = err.clone();
+        st.queued_error = err;
+    }
+}
+
+impl GitHubPort for FakeGitHub {
+    async fn queued_jobs(&self, _target: &Target) -> Result<DemandSnapshot, GhError> {
+        let mut st = self.state.lock().unwrap();
+        st.queued_calls += 1;
+        if let Some(e) = &st.queued_error {
+            return Err(e.clone());
+        }
+        Ok(DemandSnapshot {
+            jobs: st.jobs.clone(),
+            is_floor: st.is_floor,
+        })
+    }
+
+    async fn generate_jit(
+        &self,
+        _target: &Target,
+        runner_name: &str,
+        labels: &LabelSet,
+    ) -> Result<Jit, GhError> {
+        push(&self.log, "github.generate_jit");
+        let mut st = self.state.lock().unwrap();
+        st.jit_calls += 1;
+        assert!(labels.contains(LABEL), "the policy's labels are sent");
+        if let Some(e) = st.jit_script.pop_front() {
+            if matches!(e, GhError::Conflict { .. }) {
+                // An earlier try got through although its answer was lost.
+                st.runners.insert(
+                    runner_name.to_owned(),
+                    RunnerView {
+                        id: 999,
+                        name: runner_name.to_owned(),
+                        busy: false,
+                        status: RunnerStatus::Offline,
+                    },
+                );
+            }
+            if st.jobs_vanish_on_jit_error {
+                st.jobs.clear();
+            }
+            return Err(e);
+        }
+        let id = st.next_runner_id;
+        st.next_runner_id += 1;
+        st.runners.insert(
+            runner_name.to_owned(),
+            RunnerView {
+                id,
+                name: runner_name.to_owned(),
+                busy: false,
+                status: RunnerStatus::Offline,
+            },
+        );
+        Ok(Jit {
+            runner_id: id,
+            config: JitSecret::new(format!("jit-secret-{id}")),
+        })
+    }
+
+    async fn runner_by_name(
+        &self,
+        _target: &Target,
+        name: &str,
+    ) -> Result<Option<RunnerView>, GhError> {
+        Ok(self.state.lock().unwrap().runners.get(name).cloned())
+    }
+
+    async fn runners(&self, _target: &Target) -> Result<Vec<RunnerView>, GhError> {
+        let st = self.state.lock().unwrap();
+        if let Some(e) = &st.inventory_error {
+            return Err(e.clone());
+        }
+        Ok(st.runners.values().cloned().collect())
+    }
+
+    async fn delete_runner(
+        &self,
+        _target: &Target,
+        runner_id: u64,
+    ) -> Result<DeleteOutcome, GhError> {
+        push(&self.log, "github.delete");
+        let mut st = self.state.lock().unwrap();
+        st.deletes.push(runner_id);
+        if let Some(outcome) = st.delete_script.pop_front() {
+            return Ok(outcome);
+        }
+        let name = st
+            .runners
+            .iter()
+            .find(|(_, v)| v.id == runner_id)
+            .map(|(n, _)| n.clone());
+        Ok(match name {
+            Some(n) => {
+                st.runners.remove(&n);
+                DeleteOutcome::Deleted
+            }
+            None => DeleteOutcome::Gone,
+        })
+    }
+}
+
+// ---------------------------------------------------------------- runner host
+
+#[derive(Default)]
+pub struct HState {
+    pub next_pid: u32,
+    pub alive: HashMap<u32, bool>,
+    pub by_runtime: HashMap<PathBuf, ProcessIdentity>,
+    pub sidecars: HashMap<AttemptId, u64>,
+    pub evidence: HashMap<PathBuf, Evidence>,
+    pub scrub_script: VecDeque<ScrubError>,
+    pub scrubbed: Vec<PathBuf>,
+    pub stops: Vec<ProcessIdentity>,
+    pub secrets: Vec<String>,
+    pub materialize_error: Option<HostError>,
+    pub spawn_error: Option<HostError>,
+    pub preparing: u32,
+    pub max_preparing: u32,
+    /// Inspections of a pid left before it is seen dead (a runner that ends by itself).
+    pub dies_after: HashMap<u32, u32>,
+    /// Materializing moves this clock forward by this much (a slow disk).
+    pub materialize_takes: Option<(FakeClock, Duration)>,
+}
+
+pub struct FakeHost {
+    pub state: Mutex<HState>,
+    log: CallLog,
+}
+
+impl FakeHost {
+    pub fn new(log: CallLog) -> Self {
+        FakeHost {
+            state: Mutex::new(HState {
+                next_pid: 4000,
+                ..HState::default()
+            }),
+            log,
+        }
+    }
+
+    pub fn dir(id: &AttemptId) -> PathBuf {
+        PathBuf::from("/fake/runners").join(id.as_str())
+    }
+
+    /// A live runner process in `id`'s runtime directory.
+    pub fn run_process(&self, id: &AttemptId) -> ProcessIdentity {
+        let mut st = self.state.lock().unwrap();
+        st.next_pid += 1;
+        let p = ProcessIdentity {
+            pid: st.next_pid,
+            start_time: 77,
+        };
+        st.alive.insert(p.pid, true);
+        st.by_runtime.insert(Self::dir(id), p);
+        p
+    }
+
+    pub fn kill(&self, p: ProcessIdentity) {
+        self.state.lock().unwrap().alive.insert(p.pid, false);
+    }
+
+    pub fn is_alive(&self, p: ProcessIdentity) -> bool {
+        self.state.lock().unwrap().alive.get(&p.pid) == Some(&true)
+    }
+
+    pub fn set_evidence(&self, id: &AttemptId, ev: Evidence) {
+        self.state
+            .lock()
+            .unwrap()
+            .evidence
+            .insert(Self::dir(id), ev);
+    }
+
+    pub fn stops(&self) -> Vec<ProcessIdentity> {
+        self.state.lock().unwrap().stops.clone()
+    }
+
+    pub fn scrubbed(&self) -> Vec<PathBuf> {
+        self.state.lock().unwrap().scrubbed.clone()
+    }
+}
+
+impl RunnerHostPort for FakeHost {
+    fn runtime_dir(&self, attempt: &AttemptId) -> PathBuf {
+        Self::dir(attempt)
+    }
+
+    async fn materialize(&self, attempt: &AttemptId) -> Result<PathBuf, HostError> {
+        push(&self.log, "host.materialize");
+        {
+            let mut st = self.state.lock().unwrap();
+            if let Some(e) = st.materialize_error.clone() {
+                return Err(e);
+            }
+            st.preparing += 1;
+            st.max_preparing = st.max_preparing.max(st.preparing);
+            if let Some((clock, d)) = &st.materialize_takes {
+                clock.advance(*d);
+            }
+        }
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        self.state.lock().unwrap().preparing -= 1;
+        Ok(Self::dir(attempt))
+    }
+
+    async fn write_sidecar(&self, attempt: &AttemptId, runner_id: u64) -> Result<(), HostError> {
+        push(&self.log, "host.write_sidecar");
+        self.state
+            .lock()
+            .unwrap()
+            .sidecars
+            .insert(attempt.clone(), runner_id);
+        Ok(())
+    }
+
+    async fn read_sidecar(&self, attempt: &AttemptId) -> Result<Option<u64>, HostError> {
+        Ok(self.state.lock().unwrap().sidecars.get(attempt).copied())
+    }
+
+    async fn spawn(&self, runtime: &Path, jit: JitSecret) -> Result<ProcessIdentity, HostError> {
+        push(&self.log, "host.spawn");
+        let mut st = self.state.lock().unwrap();
+        if let Some(e) = st.spawn_error.clone() {
+            return Err(e);
+        }
+        st.secrets.push(jit.expose().to_owned());
+        st.next_pid += 1;
+        let p = ProcessIdentity {
+            pid: st.next_pid,
+            start_time: 77,
+        };
+        st.alive.insert(p.pid, true);
+        st.by_runtime.insert(runtime.to_owned(), p);
+        Ok(p)
+    }
+
+    async fn inspect(&self, process: ProcessIdentity) -> Result<bool, HostError> {
+        let mut st = self.state.lock().unwrap();
+        if let Some(left) = st.dies_after.get_mut(&process.pid) {
+            if *left == 0 {
+                st.alive.insert(process.pid, false);
+            } else {
+                *left -= 1;
+            }
+        }
+        Ok(process.start_time == 77 && st.alive.get(&process.pid) == Some(&true))
+    }
+
+    async fn find_process(&self, runtime: &Path) -> Result<Option<ProcessIdentity>, HostError> {
+        let st = self.state.lock().unwrap();
+        Ok(st
+            .by_runtime
+            .get(runtime)
+            .copied()
+            .filter(|p| st.alive.get(&p.pid) == Some(&true)))
+    }
+
+    async fn stop(&self, process: ProcessIdentity, _grace: Duration) -> Result<(), HostError> {
+        push(&self.log, "host.stop");
+        let mut st = self.state.lock().unwrap();
+        st.stops.push(process);
+        st.alive.insert(process.pid, false);
+        Ok(())
+    }
+
+    async fn evidence(&self, runtime: &Path) -> Evidence {
+        self.state
+            .lock()
+            .unwrap()
+            .evidence
+            .get(runtime)
+            .copied()
+            .unwrap_or(Evidence::None)
+    }
+
+    async fn scrub(&self, runtime: &Path) -> Result<(), ScrubError> {
+        push(&self.log, "host.scrub");
+        let mut st = self.state.lock().unwrap();
+        if let Some(e) = st.scrub_script.pop_front() {
+            return Err(e);
+        }
+        st.scrubbed.push(runtime.to_owned());
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- harness
+
+pub type Loop = TargetLoop<Arc<FakeJournal>, Arc<FakeGitHub>, Arc<FakeHost>, FakeClock>;
+
+pub struct Harness {
+    pub log: CallLog,
+    pub journal: Arc<FakeJournal>,
+    pub github: Arc<FakeGitHub>,
+    pub host: Arc<FakeHost>,
+    pub clock: FakeClock,
+    pub shared: HostShared,
+    pub events: broadcast::Receiver<AgentEvent>,
+}
+
+pub fn target() -> Target {
+    Target::parse("me/app").unwrap()
+}
+
+pub fn t(offset_ms: i64) -> Timestamp {
+    Timestamp::from_millis(T0 + offset_ms)
+}
+
+impl Harness {
+    /// Host capacity 4; policy 1 of `me/app`, active, max 2.
+    pub fn new() -> Self {
+        let log: CallLog = Arc::default();
+        let shared = HostShared::default();
+        let h = Harness {
+            journal: Arc::new(FakeJournal::new(log.clone(), 4)),
+            github: Arc::new(FakeGitHub::new(log.clone())),
+            host: Arc::new(FakeHost::new(log.clone())),
+            clock: FakeClock::new(t(0)),
+            events: shared.subscribe(),
+            shared,
+            log,
+        };
+        h.journal
+            .add_policy(1, &target(), Some(2), PolicyState::Active);
+        h
+    }
+
+    pub fn make_loop(&self, target: Target) -> Loop {
+        self.make_loop_with(target, rm_agent::AgentConfig::default())
+    }
+
+    pub fn make_loop_with(&self, target: Target, config: rm_agent::AgentConfig) -> Loop {
+        TargetLoop::new(
+            target,
+            Ports {
+                journal: self.journal.clone(),
+                github: self.github.clone(),
+                host: self.host.clone(),
+                clock: self.clock.clone(),
+            },
+            self.shared.clone(),
+            config,
+            Arc::new(Duration::from_secs(3600)),
+        )
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn clear_calls(&self) {
+        self.log.lock().unwrap().clear();
+    }
+
+    /// Every event sent so far (and not yet taken).
+    pub fn events(&mut self) -> Vec<EventKind> {
+        let mut out = Vec::new();
+        while let Ok(e) = self.events.try_recv() {
+            out.push(e.kind);
+        }
+        out
+    }
+
+    /// An attempt of policy 1 brought to `state` at `t(0)` through legal events, with a live
+    /// process for the process-holding states, stored in the journal.
+    pub fn seed(&self, id: &str, state: AttemptState) -> (Attempt, Option<ProcessIdentity>) {
+        self.seed_for(id, 1, state)
+    }
+
+    pub fn seed_for(
+        &self,
+        id: &str,
+        policy: i64,
+        state: AttemptState,
+    ) -> (Attempt, Option<ProcessIdentity>) {
+        let id = AttemptId::new(id).unwrap();
+        let mut a = Attempt::allocate(id.clone(), PolicyId::new(policy), t(0));
+        let mut process = None;
+        if state != AttemptState::Allocated {
+            a.record_jit(55, t(0)).unwrap();
+        }
+        if matches!(
+            state,
+            AttemptState::Starting | AttemptState::Idle | AttemptState::Busy
+        ) {
+            let p = self.host.run_process(&id);
+            a.record_started(p, t(0)).unwrap();
+            process = Some(p);
+        }
+        match state {
+            AttemptState::Idle => a.observe(Observed::Idle, t(0)).unwrap(),
+            AttemptState::Busy => a.observe(Observed::Busy, t(0)).unwrap(),
+            _ => {}
+        }
+        self.journal.put(a.clone());
+        (a, process)
+    }
+}
