@@ -1,0 +1,48 @@
+//! The local API between the runner-manager service and its clients (the CLI and the tray):
+//! HTTP/1.1 with JSON bodies over a Unix socket, authorised by the caller's OS identity.
+//!
+//! This crate is the only place that knows the wire format. The types are plain serde structs
+//! with snake_case string enums, independent of the domain crate, so the tray can depend on
+//! this crate alone. The `client` and `server` features add the HTTP transport; the types are
+//! always available.
+//!
+//! Compatibility rules (see `README.md`): requests refuse unknown fields (a typo must not be
+//! silently ignored), while responses and watch messages accept them and read unknown enum
+//! values as `unknown`, so an older client keeps working against a newer service.
+
+pub mod error;
+pub mod paths;
+pub mod requests;
+pub mod secret;
+pub mod status;
+pub mod time;
+pub mod version;
+pub mod watch;
+
+#[cfg(all(unix, feature = "client"))]
+pub mod client;
+#[cfg(all(unix, feature = "server"))]
+pub mod server;
+
+pub use error::{ApiError, ErrorBody, ErrorCode};
+pub use paths::{Route, TargetRef, TargetRefError};
+pub use requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate};
+pub use secret::SecretString;
+pub use status::{
+    Arch, AuthState, Budget, Demand, Failure, FailureReason, HostStatus, JobRef, Os, RunnerState,
+    RunnerStatus, Status, TargetKind, TargetState, TargetStatus,
+};
+pub use time::UnixMillis;
+pub use version::{
+    check_compatibility, VersionInfo, VersionMismatch, API_HEADER, API_VERSION, MIN_CLIENT_API,
+    SERVICE_VERSION_HEADER,
+};
+pub use watch::{Event, RunnerOutcome, WatchMessage};
+
+#[cfg(all(unix, feature = "client"))]
+pub use client::{Client, ClientError, ClientOptions, WatchStream};
+#[cfg(all(unix, feature = "server"))]
+pub use server::{
+    bind_socket, serve, serve_until, AccessPolicy, BindError, Handler, Peer, ServerLimits,
+    WatchStart,
+};

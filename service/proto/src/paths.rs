@@ -1,0 +1,287 @@
+//! Paths of the local API and the routing table both ends share.
+//!
+//! Targets in paths: `/v1/targets/repo/{owner}/{repo}` and `/v1/targets/org/{org}`. GitHub
+//! owner, organization and repository names consist of ASCII letters, digits, `.`, `_` and `-`
+//! only, so segments are used literally and never percent-encoded; the `/` of `owner/repo`
+//! stays a real path separator and the kind segment says how many name segments follow. A
+//! segment with any other character (including `%`) is refused with `400 bad_request`.
+
+use crate::error::{ApiError, ErrorCode};
+use crate::status::TargetKind;
+use crate::version::API_VERSION;
+use std::fmt;
+use thiserror::Error;
+
+pub const VERSION: &str = "/v1/version";
+pub const STATUS: &str = "/v1/status";
+pub const WATCH: &str = "/v1/watch";
+pub const CREDENTIAL: &str = "/v1/credential";
+pub const TARGETS: &str = "/v1/targets";
+/// Prefix of one target's path: `/v1/targets/{kind}/{name...}`.
+pub const TARGET_PREFIX: &str = "/v1/targets/";
+pub const HOST_CAPACITY: &str = "/v1/host/capacity";
+pub const PAUSE: &str = "/v1/pause";
+pub const RESUME: &str = "/v1/resume";
+
+/// One target as named in a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TargetRef {
+    pub kind: TargetKind,
+    /// `owner/repo` for a repository, `org` for an organization.
+    pub name: String,
+}
+
+/// Why a target text or path was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TargetRefError {
+    #[error("target is empty: give 'owner/repo' for a repository or 'org' for an organization")]
+    Empty,
+    #[error(
+        "target '{0}' has the wrong number of '/': give 'owner/repo' for a repository or 'org' \
+         for an organization"
+    )]
+    Shape(String),
+    #[error(
+        "target name part '{0}' may contain only ASCII letters, digits, '.', '_' and '-' \
+         (GitHub's rules; nothing is percent-encoded)"
+    )]
+    Segment(String),
+    #[error("target kind '{0}' is unknown: use 'repo' or 'org'")]
+    Kind(String),
+}
+
+impl TargetRef {
+    /// `owner/repo` is a repository, `org` an organization.
+    pub fn parse(text: &str) -> Result<Self, TargetRefError> {
+        if text.is_empty() {
+            return Err(TargetRefError::Empty);
+        }
+        let parts: Vec<&str> = text.split('/').collect();
+        let kind = match parts.len() {
+            1 => TargetKind::Org,
+            2 => TargetKind::Repo,
+            _ => return Err(TargetRefError::Shape(text.to_owned())),
+        };
+        for part in &parts {
+            check_segment(part)?;
+        }
+        Ok(TargetRef {
+            kind,
+            name: text.to_owned(),
+        })
+    }
+
+    /// From the segments after [`TARGET_PREFIX`]: `repo/owner/name` or `org/name`.
+    pub fn from_path_tail(tail: &str) -> Result<Self, TargetRefError> {
+        let (kind_text, name) = tail.split_once('/').unwrap_or((tail, ""));
+        let kind = match kind_text {
+            "repo" => TargetKind::Repo,
+            "org" => TargetKind::Org,
+            other => return Err(TargetRefError::Kind(other.to_owned())),
+        };
+        let parsed = TargetRef::parse(name)?;
+        if parsed.kind != kind {
+            return Err(TargetRefError::Shape(name.to_owned()));
+        }
+        Ok(parsed)
+    }
+
+    /// `/v1/targets/repo/owner/repo` or `/v1/targets/org/org`.
+    pub fn path(&self) -> String {
+        format!("{TARGET_PREFIX}{}/{}", self.kind.as_str(), self.name)
+    }
+}
+
+impl fmt::Display for TargetRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+fn check_segment(s: &str) -> Result<(), TargetRefError> {
+    let ok_chars = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if s.is_empty() || !ok_chars || s == "." || s == ".." {
+        return Err(TargetRefError::Segment(s.to_owned()));
+    }
+    Ok(())
+}
+
+/// An endpoint, resolved from a method and a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Version,
+    Status,
+    Watch,
+    PutCredential,
+    DeleteCredential,
+    Targets,
+    AddTarget,
+    UpdateTarget(TargetRef),
+    RemoveTarget(TargetRef),
+    SetHostCapacity,
+    Pause,
+    Resume,
+}
+
+impl Route {
+    /// Resolves `method path` (the path without its query). Errors are ready to send:
+    /// `404 not_found`, `405 method_not_allowed` (naming the allowed methods),
+    /// `400 unsupported_version` for another API version's path, `400 bad_request` for a
+    /// malformed target.
+    pub fn resolve(method: &str, path: &str) -> Result<Route, ApiError> {
+        let allowed: &[&str] = match path {
+            VERSION => &["GET"],
+            STATUS => &["GET"],
+            WATCH => &["GET"],
+            CREDENTIAL => &["POST", "DELETE"],
+            TARGETS => &["GET", "POST"],
+            HOST_CAPACITY => &["PUT"],
+            PAUSE | RESUME => &["POST"],
+            _ => match path.strip_prefix(TARGET_PREFIX) {
+                Some(tail) => {
+                    let target = TargetRef::from_path_tail(tail)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                    return match method {
+                        "PATCH" => Ok(Route::UpdateTarget(target)),
+                        "DELETE" => Ok(Route::RemoveTarget(target)),
+                        _ => Err(method_not_allowed(method, path, &["PATCH", "DELETE"])),
+                    };
+                }
+                None => return Err(not_found(path)),
+            },
+        };
+        let route = match (path, method) {
+            (VERSION, "GET") => Route::Version,
+            (STATUS, "GET") => Route::Status,
+            (WATCH, "GET") => Route::Watch,
+            (CREDENTIAL, "POST") => Route::PutCredential,
+            (CREDENTIAL, "DELETE") => Route::DeleteCredential,
+            (TARGETS, "GET") => Route::Targets,
+            (TARGETS, "POST") => Route::AddTarget,
+            (HOST_CAPACITY, "PUT") => Route::SetHostCapacity,
+            (PAUSE, "POST") => Route::Pause,
+            (RESUME, "POST") => Route::Resume,
+            _ => return Err(method_not_allowed(method, path, allowed)),
+        };
+        Ok(route)
+    }
+
+    /// Read-only endpoints: they change nothing, so an access policy may open them wider.
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Route::Version | Route::Status | Route::Watch | Route::Targets
+        )
+    }
+
+    /// Whether the request carries a JSON body the server must parse.
+    pub fn takes_body(&self) -> bool {
+        matches!(
+            self,
+            Route::PutCredential
+                | Route::AddTarget
+                | Route::UpdateTarget(_)
+                | Route::SetHostCapacity
+                | Route::Pause
+                | Route::Resume
+        )
+    }
+}
+
+fn not_found(path: &str) -> ApiError {
+    if let Some(rest) = path.strip_prefix("/v") {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u32>() {
+            if n != API_VERSION && rest[digits.len()..].starts_with('/') {
+                return ApiError::new(
+                    ErrorCode::UnsupportedVersion,
+                    format!(
+                        "this service speaks API {API_VERSION}, not {n}: update runner-manager \
+                         (the service) or use a client for API {API_VERSION}"
+                    ),
+                );
+            }
+        }
+    }
+    ApiError::not_found(format!(
+        "no endpoint at {path}: see the runner-manager local API (paths start with /v{API_VERSION}/)"
+    ))
+}
+
+fn method_not_allowed(method: &str, path: &str, allowed: &[&str]) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!(
+            "{path} does not take {method}: use {}",
+            allowed.join(" or ")
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_paths_round_trip() {
+        let repo = TargetRef::parse("octo-org/my.repo_1").unwrap();
+        assert_eq!(repo.kind, TargetKind::Repo);
+        assert_eq!(repo.path(), "/v1/targets/repo/octo-org/my.repo_1");
+        let org = TargetRef::parse("octo-org").unwrap();
+        assert_eq!(org.path(), "/v1/targets/org/octo-org");
+        for t in [&repo, &org] {
+            let p = t.path();
+            let tail = p.strip_prefix(TARGET_PREFIX).unwrap();
+            assert_eq!(&TargetRef::from_path_tail(tail).unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn malformed_target_paths_are_refused() {
+        for tail in [
+            "repo/only-owner",
+            "org/a/b",
+            "team/x",
+            "repo/a%2Fb",
+            "repo/a/..",
+            "org/",
+            "repo/a/b/",
+        ] {
+            assert!(TargetRef::from_path_tail(tail).is_err(), "{tail}");
+        }
+    }
+
+    #[test]
+    fn routes_resolve_and_refuse() {
+        assert_eq!(Route::resolve("GET", STATUS).unwrap(), Route::Status);
+        assert_eq!(
+            Route::resolve("DELETE", "/v1/targets/org/acme").unwrap(),
+            Route::RemoveTarget(TargetRef::parse("acme").unwrap())
+        );
+        let e = Route::resolve("POST", STATUS).unwrap_err();
+        assert_eq!(e.code, ErrorCode::MethodNotAllowed);
+        assert!(e.message.contains("use GET"));
+        assert_eq!(
+            Route::resolve("GET", "/v1/nope").unwrap_err().code,
+            ErrorCode::NotFound
+        );
+        assert_eq!(
+            Route::resolve("GET", "/v2/status").unwrap_err().code,
+            ErrorCode::UnsupportedVersion
+        );
+        assert_eq!(
+            Route::resolve("PUT", "/v1/targets/org/acme")
+                .unwrap_err()
+                .code,
+            ErrorCode::MethodNotAllowed
+        );
+        assert_eq!(
+            Route::resolve("PATCH", "/v1/targets/org/a%20b")
+                .unwrap_err()
+                .code,
+            ErrorCode::BadRequest
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! Request bodies (and the small answers that go with them). Requests refuse unknown fields:
+//! a misspelt `max_capacty` must be an error, not a silently ignored change.
+
+use crate::error::ApiError;
+use crate::secret::SecretString;
+use crate::status::TargetStatus;
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/credential`: hand the service a GitHub App user credential from the device flow.
+/// The service stores its own copy and renews it from then on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialPut {
+    pub access_token: SecretString,
+    pub expires_at: UnixMillis,
+    pub refresh_token: SecretString,
+    pub refresh_expires_at: UnixMillis,
+    /// The GitHub login the token belongs to, if the client already asked GitHub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+}
+
+/// `POST /v1/targets`: serve a repository (`owner/repo`) or an organization (`org`).
+/// Omitted fields take the service's defaults (default profile, monitor only, enabled).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetAdd {
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_capacity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_capacity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// `PATCH /v1/targets/{kind}/{name}`: change a target if it is still at `revision`
+/// (compare-and-set: a stale revision is `409 conflict`, re-read and retry). Omitted fields are
+/// unchanged. `max_capacity` sets a limit; `monitor_only: true` removes it (the two together
+/// are refused).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetUpdate {
+    pub revision: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_capacity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_capacity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor_only: Option<bool>,
+}
+
+impl TargetUpdate {
+    /// Refuses contradictory fields. The server runs this before the handler.
+    pub fn check(&self) -> Result<(), ApiError> {
+        if self.monitor_only == Some(true) && self.max_capacity.is_some() {
+            return Err(ApiError::bad_request(
+                "monitor_only: true removes max_capacity, so the two cannot be sent together: \
+                 send only one of them",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `PUT /v1/host/capacity`: how many runners may run at once on this host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCapacity {
+    pub capacity: u32,
+}
+
+/// The answer to `POST /v1/pause` and `POST /v1/resume`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseState {
+    pub paused: bool,
+}
+
+/// `GET /v1/targets`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetList {
+    pub targets: Vec<TargetStatus>,
+}
+
+/// The body of requests that take none (pause, resume): empty, or `{}`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoBody {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_debug_redacts_the_tokens() {
+        let c = CredentialPut {
+            access_token: SecretString::new("ghu_access_value"),
+            expires_at: UnixMillis(1),
+            refresh_token: SecretString::new("ghr_refresh_value"),
+            refresh_expires_at: UnixMillis(2),
+            login: Some("octocat".into()),
+        };
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("ghu_access_value"), "{debug}");
+        assert!(!debug.contains("ghr_refresh_value"), "{debug}");
+        assert!(debug.contains("[redacted]"));
+        let wire = serde_json::to_string(&c).unwrap();
+        assert!(wire.contains("ghu_access_value"));
+    }
+
+    #[test]
+    fn requests_refuse_unknown_fields() {
+        let e =
+            serde_json::from_str::<TargetUpdate>(r#"{"revision":1,"max_capacty":2}"#).unwrap_err();
+        assert!(e.to_string().contains("max_capacty"), "{e}");
+    }
+
+    #[test]
+    fn monitor_only_with_a_limit_is_contradictory() {
+        let u = TargetUpdate {
+            revision: 1,
+            max_capacity: Some(2),
+            monitor_only: Some(true),
+            ..TargetUpdate::default()
+        };
+        assert!(u.check().is_err());
+        let ok = TargetUpdate {
+            revision: 1,
+            monitor_only: Some(true),
+            ..TargetUpdate::default()
+        };
+        assert!(ok.check().is_ok());
+    }
+}

@@ -1,0 +1,237 @@
+//! The service side: accepts connections on the Unix socket, authorises each request by the
+//! peer's uid, enforces the limits, and calls the [`Handler`] only for requests that passed
+//! every check (so a refused or malformed request changes nothing).
+
+mod access;
+mod dispatch;
+mod socket;
+mod watch;
+
+pub use access::{AccessPolicy, Peer};
+pub use socket::{bind_socket, BindError};
+
+use crate::error::ApiError;
+use crate::paths::TargetRef;
+use crate::requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetUpdate};
+use crate::status::{HostStatus, Status, TargetStatus};
+use crate::version::VersionInfo;
+use crate::watch::WatchMessage;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, Notify, Semaphore};
+
+/// What a watch starts from: the current status and a receiver of everything published after
+/// it. Subscribe *before* reading the status so that nothing falls between the two (a change
+/// seen twice is harmless; a change missed is not).
+pub struct WatchStart {
+    pub snapshot: Status,
+    pub events: broadcast::Receiver<WatchMessage>,
+}
+
+/// The service's implementation of the endpoints. Every method receives the authorised caller.
+/// Handlers ask the per-target loops to act; they do not change state themselves.
+pub trait Handler: Send + Sync + 'static {
+    /// The service's own version, sent in every response header.
+    fn service_version(&self) -> String;
+
+    /// `GET /v1/version`.
+    fn version(&self) -> VersionInfo {
+        VersionInfo::current(self.service_version())
+    }
+
+    /// `GET /v1/status`.
+    fn status(&self, peer: Peer) -> impl Future<Output = Result<Status, ApiError>> + Send;
+
+    /// `GET /v1/watch`.
+    fn watch(&self, peer: Peer) -> impl Future<Output = Result<WatchStart, ApiError>> + Send;
+
+    /// `POST /v1/credential` (answers `204`).
+    fn put_credential(
+        &self,
+        peer: Peer,
+        credential: CredentialPut,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// `DELETE /v1/credential` (answers `204`).
+    fn delete_credential(&self, peer: Peer) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// `GET /v1/targets`.
+    fn targets(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<Vec<TargetStatus>, ApiError>> + Send;
+
+    /// `POST /v1/targets`.
+    fn add_target(
+        &self,
+        peer: Peer,
+        request: TargetAdd,
+    ) -> impl Future<Output = Result<TargetStatus, ApiError>> + Send;
+
+    /// `PATCH /v1/targets/{kind}/{name}`; a stale `revision` is [`ErrorCode::Conflict`](crate::ErrorCode::Conflict).
+    fn update_target(
+        &self,
+        peer: Peer,
+        target: TargetRef,
+        request: TargetUpdate,
+    ) -> impl Future<Output = Result<TargetStatus, ApiError>> + Send;
+
+    /// `DELETE /v1/targets/{kind}/{name}` (answers `204`).
+    fn remove_target(
+        &self,
+        peer: Peer,
+        target: TargetRef,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// `PUT /v1/host/capacity`.
+    fn set_host_capacity(
+        &self,
+        peer: Peer,
+        request: HostCapacity,
+    ) -> impl Future<Output = Result<HostStatus, ApiError>> + Send;
+
+    /// `POST /v1/pause`.
+    fn pause(&self, peer: Peer) -> impl Future<Output = Result<PauseState, ApiError>> + Send;
+
+    /// `POST /v1/resume`.
+    fn resume(&self, peer: Peer) -> impl Future<Output = Result<PauseState, ApiError>> + Send;
+}
+
+/// Bounds that protect the service from its clients.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// Largest request body accepted (`413 payload_too_large` beyond).
+    pub max_body_bytes: usize,
+    /// How long one watch line may wait for a reader that does not read before that reader is
+    /// disconnected.
+    pub watch_write_timeout: Duration,
+    /// Lines buffered per watch reader between the broadcast and the socket.
+    pub watch_queue: usize,
+    /// How long a client may take to send its request headers.
+    pub header_read_timeout: Duration,
+    /// Open connections served at once; further ones are closed at once (a local user must not
+    /// exhaust the service's file descriptors).
+    pub max_connections: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_body_bytes: 64 * 1024,
+            watch_write_timeout: Duration::from_secs(5),
+            watch_queue: 64,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 256,
+        }
+    }
+}
+
+/// Serves the API on `listener` until the process ends, with default limits.
+pub async fn serve<H: Handler>(listener: UnixListener, handler: H, policy: AccessPolicy) {
+    serve_until(
+        listener,
+        handler,
+        policy,
+        ServerLimits::default(),
+        std::future::pending::<()>(),
+    )
+    .await
+}
+
+/// Serves the API on `listener` until `shutdown` completes; then stops accepting and closes the
+/// open connections (watch streams included).
+pub async fn serve_until<H: Handler>(
+    listener: UnixListener,
+    handler: H,
+    policy: AccessPolicy,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let shared = Arc::new(dispatch::Shared {
+        service_version: handler.service_version(),
+        handler,
+        policy,
+        limits,
+    });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => match Arc::clone(&slots).try_acquire_owned() {
+                    Ok(slot) => {
+                        let (shared, stop) = (Arc::clone(&shared), stop_rx.clone());
+                        tokio::spawn(async move {
+                            connection(stream, shared, stop).await;
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => tracing::warn!(
+                        max = shared.limits.max_connections,
+                        "too many local API connections; closing a new one"
+                    ),
+                },
+                Err(error) => {
+                    // Transient (e.g. out of file descriptors): back off instead of spinning.
+                    tracing::warn!(%error, "accepting a local API connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+    let _ = stop_tx.send(true);
+}
+
+async fn connection<H: Handler>(
+    stream: UnixStream,
+    shared: Arc<dispatch::Shared<H>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let peer = match stream.peer_cred() {
+        Ok(cred) => Peer {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid: cred.pid(),
+        },
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the peer's identity; closing the connection");
+            return;
+        }
+    };
+    // Fired by a watch forwarder to disconnect a reader that does not keep up; the connection
+    // future is dropped, which closes the socket even while a write is blocked.
+    let kill = Arc::new(Notify::new());
+    let service = {
+        let shared = Arc::clone(&shared);
+        let kill = Arc::clone(&kill);
+        service_fn(move |request| {
+            let shared = Arc::clone(&shared);
+            let kill = Arc::clone(&kill);
+            async move { Ok::<_, Infallible>(dispatch::respond(request, &shared, peer, kill).await) }
+        })
+    };
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.header_read_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        result = conn => {
+            if let Err(error) = result {
+                tracing::debug!(%error, uid = peer.uid, "local API connection ended with an error");
+            }
+        }
+        () = kill.notified() => {
+            tracing::info!(uid = peer.uid, pid = ?peer.pid, "disconnected a watch reader that fell behind");
+        }
+        _ = stop.wait_for(|stopped| *stopped) => {}
+    }
+}

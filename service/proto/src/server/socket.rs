@@ -1,0 +1,82 @@
+//! Binding the service's socket safely.
+
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+use tokio::net::UnixListener;
+
+/// Why the socket could not be bound.
+#[derive(Debug, Error)]
+pub enum BindError {
+    #[error(
+        "another runner-manager service is already answering on {path}: stop it first \
+         (`runner-manager service stop`) or use another socket path"
+    )]
+    InUse { path: PathBuf },
+    #[error(
+        "{path} exists and is not a socket: refusing to remove it; move it away or choose \
+         another socket path"
+    )]
+    NotASocket { path: PathBuf },
+    #[error("bind_socket must be called inside a tokio runtime")]
+    NoRuntime,
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Binds the API socket at `path` and sets its mode to exactly `mode`.
+///
+/// A leftover socket from a crashed service is removed, but only if it is a socket and nobody
+/// answers on it; a live service or any other kind of file is left alone.
+///
+/// The mode is set explicitly after bind because bind applies the umask (0o666 becomes 0o644
+/// under umask 022). The mode only decides who can *connect*; every request is still authorised
+/// by the peer's uid ([`AccessPolicy`](super::AccessPolicy)), which also covers the short window
+/// between bind and chmod. Recommended layout: a root-owned parent directory with mode 0o755
+/// (e.g. `/run/runner-manager`), not writable by others, so nobody can replace the socket, and
+/// a socket mode of 0o666 so refused users get a clear `403` rather than `EACCES`.
+pub fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, BindError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(BindError::NoRuntime);
+    }
+    let io_err = |action: &'static str| {
+        move |source: io::Error| BindError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(BindError::InUse {
+                        path: path.to_owned(),
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    tracing::info!(path = %path.display(), "removing stale socket");
+                    std::fs::remove_file(path).map_err(io_err("removing stale socket"))?;
+                }
+                Err(e) => return Err(io_err("probing existing socket")(e)),
+            }
+        }
+        Ok(_) => {
+            return Err(BindError::NotASocket {
+                path: path.to_owned(),
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("inspecting")(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io_err("binding"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io_err("setting the mode of"))?;
+    Ok(listener)
+}

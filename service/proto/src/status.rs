@@ -1,0 +1,251 @@
+//! `GET /v1/status`: what the tray shows. Mirrors the domain's states as plain string enums so
+//! the tray depends on this crate only. Responses accept unknown fields and read unknown enum
+//! values as `unknown`, so a newer service does not break an older tray.
+
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+
+/// Everything the service knows that a client may show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub host: HostStatus,
+    /// Paused: no new runners start; running ones finish their job.
+    pub paused: bool,
+    pub auth: AuthState,
+    pub targets: Vec<TargetStatus>,
+    pub runners: Vec<RunnerStatus>,
+    /// Last successful answer from GitHub; `null` before the first one.
+    pub last_github_contact: Option<UnixMillis>,
+    /// The REST rate-limit budget; `null` before the first answer.
+    pub budget: Option<Budget>,
+    /// The most recent failures, newest first (a short, bounded list).
+    pub recent_failures: Vec<Failure>,
+}
+
+/// This machine as the service sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostStatus {
+    pub id: String,
+    pub label: String,
+    pub os: Os,
+    pub arch: Arch,
+    /// How many runners may run at once on this host, over all targets.
+    pub capacity: u32,
+    /// The label a workflow's `runs-on` names to reach this host (default profile).
+    pub routing_label: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Os {
+    Linux,
+    Macos,
+    Windows,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    X64,
+    Arm64,
+    Arm,
+    #[serde(other)]
+    Unknown,
+}
+
+/// The service's GitHub credential, as `{"state": "...", ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum AuthState {
+    /// No credential: nothing is polled.
+    SignedOut,
+    /// A usable credential for `login`; `expires_at` is when the refresh token runs out (the
+    /// service renews the access token itself).
+    SignedIn {
+        login: String,
+        expires_at: Option<UnixMillis>,
+    },
+    /// The credential stopped working (revoked, refresh token expired): the user must sign in
+    /// again. `reason` says why, for people.
+    SignInRequired { reason: String },
+    #[serde(other)]
+    Unknown,
+}
+
+/// Whether a target is a repository or an organization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// `owner/repo`.
+    Repo,
+    /// `org`.
+    Org,
+}
+
+impl TargetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Repo => "repo",
+            TargetKind::Org => "org",
+        }
+    }
+}
+
+/// A target's lifecycle state (the domain's policy state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetState {
+    Pending,
+    Active,
+    Draining,
+    Disabled,
+    AuthenticationFailed,
+    RepairRequired,
+    #[serde(other)]
+    Unknown,
+}
+
+/// One served repository or organization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetStatus {
+    /// `owner/repo` or `org`.
+    pub target: String,
+    pub kind: TargetKind,
+    pub profile: String,
+    pub enabled: bool,
+    pub state: TargetState,
+    /// Most runners at once for this target; `null` means monitor only (demand is watched, no
+    /// runner starts).
+    pub max_capacity: Option<u32>,
+    pub min_capacity: u32,
+    /// Extra labels the runners carry beyond the routing label.
+    pub labels: Vec<String>,
+    /// Compare-and-set token: send it back in [`TargetUpdate`](crate::TargetUpdate).
+    pub revision: u64,
+    pub demand: Demand,
+    pub active_runners: u32,
+}
+
+/// Queued jobs that ask for this host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Demand {
+    pub queued: u32,
+    /// `queued` is a lower bound (the scan stopped early, e.g. to save rate limit).
+    pub is_floor: bool,
+    /// Queued jobs whose labels could not be resolved (e.g. a matrix expression).
+    pub unresolvable: u32,
+}
+
+/// A runner attempt's state (the domain's attempt state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerState {
+    Allocated,
+    JitReceived,
+    Starting,
+    Idle,
+    Busy,
+    Finished,
+    Failed,
+    Orphaned,
+    Cleaned,
+    #[serde(other)]
+    Unknown,
+}
+
+/// A job, as far as it is known.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobRef {
+    pub id: Option<u64>,
+    pub name: Option<String>,
+}
+
+/// One runner attempt that is not cleaned yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerStatus {
+    pub attempt_id: String,
+    pub runner_name: String,
+    pub target: String,
+    pub state: RunnerState,
+    pub job: Option<JobRef>,
+    /// When it entered `state`.
+    pub since: UnixMillis,
+}
+
+/// The GitHub REST budget and how it is being spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    pub limit: u32,
+    pub remaining: u32,
+    /// When GitHub resets the window.
+    pub reset: Option<UnixMillis>,
+    pub charged_last_hour: u32,
+    /// Conditional requests answered `304 Not Modified` (not charged).
+    pub not_modified_last_hour: u32,
+    pub errors_last_hour: u32,
+    /// The current poll interval, stretched when the budget runs low.
+    pub poll_interval_secs: u32,
+}
+
+/// Why an attempt failed (the domain's failure reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureReason {
+    JitRequestFailed,
+    JitExpired,
+    PackageUnverified,
+    VersionRejected,
+    ProcessStartFailed,
+    ProcessExitedUnexpectedly,
+    TerminatedAfterRegistrationTimeout,
+    WorkspaceCleanupDeferred,
+    LaunchInterrupted,
+    #[serde(other)]
+    Unknown,
+}
+
+/// A failure worth telling the user about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub at: UnixMillis,
+    pub target: String,
+    pub attempt_id: Option<String>,
+    pub reason: FailureReason,
+    /// What the user can do about it.
+    pub fix: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_state_is_tagged_by_state() {
+        let a = AuthState::SignedIn {
+            login: "octocat".into(),
+            expires_at: Some(UnixMillis(5)),
+        };
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            serde_json::json!({"state": "signed_in", "login": "octocat", "expires_at": 5})
+        );
+        let out: AuthState = serde_json::from_str(r#"{"state":"signed_out"}"#).unwrap();
+        assert_eq!(out, AuthState::SignedOut);
+        let later: AuthState = serde_json::from_str(r#"{"state":"locked"}"#).unwrap();
+        assert_eq!(later, AuthState::Unknown);
+    }
+
+    #[test]
+    fn unknown_enum_values_from_a_newer_service_are_tolerated() {
+        let s: RunnerState = serde_json::from_str("\"hibernating\"").unwrap();
+        assert_eq!(s, RunnerState::Unknown);
+        let s: RunnerState = serde_json::from_str("\"jit_received\"").unwrap();
+        assert_eq!(s, RunnerState::JitReceived);
+        let r: FailureReason = serde_json::from_str("\"cosmic_ray\"").unwrap();
+        assert_eq!(r, FailureReason::Unknown);
+        let t: TargetState = serde_json::from_str("\"authentication_failed\"").unwrap();
+        assert_eq!(t, TargetState::AuthenticationFailed);
+    }
+}
