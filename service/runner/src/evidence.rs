@@ -1,0 +1,112 @@
+//! What the runner's own diagnostics say happened, read before scrub deletes them:
+//! a `_diag/Worker_*.log` means a job ran; only `_diag/Runner_*.log` means none did.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Never look at more than this many `_diag` entries, nor for longer than this: a job could
+/// have filled the directory, and supervision must not stall on it.
+pub const MAX_ENTRIES: usize = 10_000;
+pub const MAX_SCAN_TIME: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvidenceKind {
+    /// A worker log exists: a job ran (however briefly).
+    JobRan,
+    /// Only listener logs: the runner never took a job.
+    NoJob,
+    /// No diagnostics at all (never started, or already scrubbed).
+    Nothing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evidence {
+    pub kind: EvidenceKind,
+    pub worker_logs: usize,
+    pub runner_logs: usize,
+    /// The scan stopped at a cap before finding a worker log; `NoJob` is then less certain.
+    pub truncated: bool,
+}
+
+impl From<Evidence> for rm_core::Evidence {
+    /// The domain's view. A truncated scan without a worker log still counts as "runner log
+    /// only": the cap exists so supervision never stalls, and GitHub's view breaks ties.
+    fn from(e: Evidence) -> Self {
+        match e.kind {
+            EvidenceKind::JobRan => rm_core::Evidence::WorkerLog,
+            EvidenceKind::NoJob => rm_core::Evidence::RunnerLogOnly,
+            EvidenceKind::Nothing => rm_core::Evidence::None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("reading runner diagnostics in {path}: {source}")]
+pub struct EvidenceError {
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+/// Reads `<runtime>/_diag`.
+pub fn read_evidence(runtime: &Path) -> Result<Evidence, EvidenceError> {
+    read_evidence_capped(runtime, MAX_ENTRIES, MAX_SCAN_TIME)
+}
+
+/// As [`read_evidence`] with explicit caps on entries looked at and time spent.
+pub fn read_evidence_capped(
+    runtime: &Path,
+    max_entries: usize,
+    max_time: Duration,
+) -> Result<Evidence, EvidenceError> {
+    let diag = runtime.join("_diag");
+    let err = |source| EvidenceError {
+        path: diag.clone(),
+        source,
+    };
+    let mut evidence = Evidence {
+        kind: EvidenceKind::Nothing,
+        worker_logs: 0,
+        runner_logs: 0,
+        truncated: false,
+    };
+    let entries = match fs::read_dir(&diag) {
+        Ok(e) => e,
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
+        {
+            return Ok(evidence)
+        }
+        Err(e) => return Err(err(e)),
+    };
+    let started = Instant::now();
+    for (seen, entry) in entries.enumerate() {
+        if seen >= max_entries || started.elapsed() >= max_time {
+            evidence.truncated = true;
+            break;
+        }
+        let entry = entry.map_err(err)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.ends_with(".log") || !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            continue;
+        }
+        if name.starts_with("Worker_") {
+            evidence.worker_logs += 1;
+            // Decisive: no need to read further.
+            break;
+        } else if name.starts_with("Runner_") {
+            evidence.runner_logs += 1;
+        }
+    }
+    evidence.kind = if evidence.worker_logs > 0 {
+        EvidenceKind::JobRan
+    } else if evidence.runner_logs > 0 {
+        EvidenceKind::NoJob
+    } else {
+        EvidenceKind::Nothing
+    };
+    Ok(evidence)
+}

@@ -1,0 +1,205 @@
+//! One handle over the cache, the runner root and the processes, in the order a launch uses
+//! them, with blocking filesystem work moved off the async threads and a bound on how many
+//! runtimes are prepared at once.
+
+use crate::account::{AccountError, RunAs};
+use crate::evidence::{read_evidence, Evidence, EvidenceError};
+use crate::materialize::{
+    materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport,
+};
+use crate::package::{CacheError, InstalledPackage, PackageCache, PackageSource};
+use crate::process::{
+    ProcessError, ProcessHost, ProcessIdentity, ProcessState, SpawnRequest, SpawnedRunner,
+    StopOutcome,
+};
+use crate::runtime::{RunnerRoot, Runtime, RuntimeError, RuntimeName};
+use crate::scrub::{scrub, ScrubError, ScrubReport};
+use crate::secret::JitConfig;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of the runner host.
+#[derive(Debug, Clone)]
+pub struct RunnerHostConfig {
+    pub cache_dir: PathBuf,
+    pub runner_root: PathBuf,
+    pub run_as: RunAs,
+    /// Runtimes materialized at the same time (each is disk-bound).
+    pub max_concurrent_prepares: usize,
+    pub copy: CopyMethod,
+    pub copy_threads: usize,
+}
+
+impl RunnerHostConfig {
+    /// Defaults: [`RunAs::default_for_service`], 2 concurrent prepares, auto clone/copy on
+    /// 4 threads.
+    pub fn new(cache_dir: impl Into<PathBuf>, runner_root: impl Into<PathBuf>) -> Self {
+        Self {
+            cache_dir: cache_dir.into(),
+            runner_root: runner_root.into(),
+            run_as: RunAs::default_for_service(),
+            max_concurrent_prepares: 2,
+            copy: CopyMethod::Auto,
+            copy_threads: 4,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Account(#[from] AccountError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Materialize(#[from] MaterializeError),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error(transparent)]
+    Scrub(#[from] ScrubError),
+    #[error("a runner host task failed: {0}")]
+    Task(String),
+}
+
+/// A runtime ready to spawn in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedRuntime {
+    pub runtime: Runtime,
+    pub package: InstalledPackage,
+    pub report: MaterializeReport,
+}
+
+/// The runner host.
+pub struct RunnerHost<S> {
+    cache: Arc<PackageCache<S>>,
+    root: Arc<RunnerRoot>,
+    processes: ProcessHost,
+    prepares: tokio::sync::Semaphore,
+    copy: CopyMethod,
+    copy_threads: usize,
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, HostError> + Send + 'static,
+) -> Result<T, HostError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| HostError::Task(e.to_string()))?
+}
+
+impl<S: PackageSource> RunnerHost<S> {
+    /// Resolves the runner identity, opens the cache and prepares the runner root.
+    pub fn open(config: RunnerHostConfig, source: S) -> Result<Self, HostError> {
+        let run_as = config.run_as.resolve()?;
+        let cache = PackageCache::open(&config.cache_dir, source)?;
+        let root = RunnerRoot::prepare(&config.runner_root, run_as)?;
+        Ok(Self {
+            cache: Arc::new(cache),
+            root: Arc::new(root),
+            processes: ProcessHost::new(),
+            prepares: tokio::sync::Semaphore::new(config.max_concurrent_prepares.max(1)),
+            copy: config.copy,
+            copy_threads: config.copy_threads.max(1),
+        })
+    }
+
+    pub fn cache(&self) -> &PackageCache<S> {
+        &self.cache
+    }
+
+    pub fn root(&self) -> &RunnerRoot {
+        &self.root
+    }
+
+    pub fn processes(&self) -> &ProcessHost {
+        &self.processes
+    }
+
+    /// Creates the attempt's runtime and fills it from `package`. A failure removes what was
+    /// made, so the name can be used again.
+    pub async fn prepare(
+        &self,
+        name: &RuntimeName,
+        package: &InstalledPackage,
+    ) -> Result<PreparedRuntime, HostError> {
+        let _permit = self
+            .prepares
+            .acquire()
+            .await
+            .map_err(|e| HostError::Task(e.to_string()))?;
+        let (root, name, package) = (Arc::clone(&self.root), name.clone(), package.clone());
+        let (copy, threads) = (self.copy, self.copy_threads);
+        blocking(move || {
+            let runtime = root.create_runtime(&name)?;
+            let options = MaterializeOptions {
+                method: copy,
+                threads,
+                owner: runtime.owner,
+            };
+            match materialize(&package.dir, &runtime.path, &options) {
+                Ok(report) => Ok(PreparedRuntime {
+                    runtime,
+                    package,
+                    report,
+                }),
+                Err(e) => {
+                    if let Err(s) = scrub(&runtime.path) {
+                        tracing::warn!(runtime = %runtime.path.display(), error = %s, "could not remove a half-prepared runtime");
+                    }
+                    Err(e.into())
+                }
+            }
+        })
+        .await
+    }
+
+    /// Starts the listener in a prepared runtime.
+    pub fn spawn(
+        &self,
+        runtime: &Runtime,
+        jit_config: &JitConfig,
+    ) -> Result<SpawnedRunner, HostError> {
+        Ok(self.processes.spawn(&SpawnRequest {
+            runtime: &runtime.path,
+            jit_config,
+            owner: runtime.owner,
+            extra_env: Vec::new(),
+        })?)
+    }
+
+    pub fn inspect(&self, id: ProcessIdentity) -> Result<ProcessState, HostError> {
+        Ok(self.processes.inspect(id)?)
+    }
+
+    pub async fn stop(
+        &self,
+        id: ProcessIdentity,
+        grace: Duration,
+    ) -> Result<StopOutcome, HostError> {
+        Ok(self.processes.stop(id, grace).await?)
+    }
+
+    /// Reads the runtime's diagnostics (off the async threads).
+    pub async fn evidence(&self, name: &RuntimeName) -> Result<Evidence, HostError> {
+        let path = self.root.runtime_path(name);
+        blocking(move || Ok(read_evidence(&path)?)).await
+    }
+
+    /// Removes the runtime entirely, then its runner id sidecar (off the async threads).
+    /// Retryable failures come back as [`HostError::Scrub`]; drive them with
+    /// [`crate::ScrubRetry`].
+    pub async fn scrub(&self, name: &RuntimeName) -> Result<ScrubReport, HostError> {
+        let (root, name) = (Arc::clone(&self.root), name.clone());
+        blocking(move || {
+            let report = scrub(&root.runtime_path(&name))?;
+            root.remove_sidecar(&name)?;
+            Ok(report)
+        })
+        .await
+    }
+}

@@ -1,0 +1,46 @@
+//! The runner host: everything the service does on this machine for one ephemeral runner,
+//! below the lifecycle decisions the agent makes.
+//!
+//! - [`package`]: a verified, versioned cache of runner packages (download once, check sha256
+//!   before extracting, install by atomic rename, keep current + previous).
+//! - [`runtime`] and [`materialize`]: one short, private directory per attempt, filled from the
+//!   cache by reflink where the filesystem can, else by a parallel copy.
+//! - [`account`]: who runners run as (never root when the service is root).
+//! - [`process`]: spawn the listener with the JIT config only in its environment, identify it by
+//!   pid + start time, inspect and stop its whole process group.
+//! - [`evidence`]: what the runner's own diagnostics say happened.
+//! - [`scrub`]: remove a runtime without following links out of it, with a retry schedule.
+//! - [`host`]: all of the above behind one handle, in the order a launch uses them.
+
+pub mod account;
+pub mod evidence;
+pub mod host;
+pub mod materialize;
+pub mod package;
+pub mod platform;
+pub mod process;
+pub mod runtime;
+pub mod scrub;
+pub mod secret;
+
+pub use account::{
+    ensure_runner_account, lookup_account, AccountError, ResolvedRunAs, RunAs, RunnerAccount,
+    DEFAULT_RUNNER_ACCOUNT,
+};
+pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError, EvidenceKind};
+pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};
+pub use materialize::{
+    materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport, UsedMethod,
+};
+pub use package::{
+    CacheError, DownloadProgress, DownloadSink, InstalledPackage, PackageCache, PackageId,
+    PackageInfo, PackageSource, ProgressFn, SourceError,
+};
+pub use platform::{Arch, Os, Platform};
+pub use process::{
+    ExitInfo, ProcessError, ProcessHost, ProcessIdentity, ProcessState, SpawnRequest,
+    SpawnedRunner, StopOutcome,
+};
+pub use runtime::{Ownership, RunnerRoot, Runtime, RuntimeError, RuntimeName};
+pub use scrub::{scrub, RetryDecision, ScrubError, ScrubReport, ScrubRetry};
+pub use secret::JitConfig;

@@ -1,0 +1,333 @@
+//! The runner root and one runtime directory per attempt.
+//!
+//! `<root>` is owned by root (when the service is root) and 0755; each `<root>/<name>` is 0700
+//! and owned by the identity its runner runs as, so a runner can write only its own runtime.
+//! Names are short on purpose: Windows paths are limited to 260 characters and the runner
+//! nests deep work directories below its root.
+
+use crate::account::ResolvedRunAs;
+use std::collections::HashSet;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Where runner ids are recorded, inside the runner root (not a valid runtime name).
+const SIDECAR_DIR: &str = ".ids";
+
+/// The uid/gid a runtime and its runner belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ownership {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("runtime name {name:?} must be 1-32 characters of a-z, A-Z, 0-9, '-' or '_'")]
+    InvalidName { name: String },
+    #[error("runtime {path} already exists; scrub it before reusing the name")]
+    AlreadyExists { path: PathBuf },
+    #[error("all {count} runner uids from {first_uid} are in use; raise the range or lower host capacity")]
+    NoFreeUid { first_uid: u32, count: u32 },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RuntimeError + '_ {
+    move |source| RuntimeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A validated runtime directory name (typically the attempt's short id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuntimeName(String);
+
+impl RuntimeName {
+    pub fn new(name: impl Into<String>) -> Result<Self, RuntimeError> {
+        let name = name.into();
+        let ok = !name.is_empty()
+            && name.len() <= 32
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if ok {
+            Ok(Self(name))
+        } else {
+            Err(RuntimeError::InvalidName { name })
+        }
+    }
+
+    /// The runtime of an attempt is named by its id (8–26 of `[a-z0-9]`): short, unique and
+    /// recognisable after a crash.
+    pub fn for_attempt(id: &rm_core::AttemptId) -> Self {
+        Self(id.as_str().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RuntimeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A created runtime directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime {
+    pub name: RuntimeName,
+    pub path: PathBuf,
+    /// `None` when runners run as the service's own user.
+    pub owner: Option<Ownership>,
+}
+
+/// The directory that holds every runtime.
+#[derive(Debug)]
+pub struct RunnerRoot {
+    path: PathBuf,
+    run_as: ResolvedRunAs,
+    /// Serializes uid allocation with directory creation, so two prepares never pick one uid.
+    alloc: Mutex<()>,
+}
+
+impl RunnerRoot {
+    /// Creates the root if needed and sets it to 0755 (owned by root when the service is root).
+    pub fn prepare(path: impl Into<PathBuf>, run_as: ResolvedRunAs) -> Result<Self, RuntimeError> {
+        let path = path.into();
+        fs::create_dir_all(&path).map_err(io_err(&path))?;
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::lchown(&path, Some(0), Some(0)).map_err(io_err(&path))?;
+        }
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(io_err(&path))?;
+        Ok(Self {
+            path,
+            run_as,
+            alloc: Mutex::new(()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn runtime_path(&self, name: &RuntimeName) -> PathBuf {
+        self.path.join(name.as_str())
+    }
+
+    /// Creates `<root>/<name>` (0700) owned by the identity its runner will run as.
+    pub fn create_runtime(&self, name: &RuntimeName) -> Result<Runtime, RuntimeError> {
+        let path = self.runtime_path(name);
+        let _guard = self.alloc.lock().unwrap_or_else(|p| p.into_inner());
+        let owner = match self.run_as {
+            ResolvedRunAs::ServiceUser => None,
+            ResolvedRunAs::Fixed(o) => Some(o),
+            ResolvedRunAs::Pool {
+                gid,
+                first_uid,
+                count,
+            } => {
+                let used = self.uids_in_use()?;
+                let uid = (0..count)
+                    .filter_map(|i| first_uid.checked_add(i))
+                    .find(|u| !used.contains(u))
+                    .ok_or(RuntimeError::NoFreeUid { first_uid, count })?;
+                Some(Ownership { uid, gid })
+            }
+        };
+        match fs::create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(RuntimeError::AlreadyExists { path })
+            }
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(io_err(&path))?;
+        if let Some(o) = owner {
+            std::os::unix::fs::lchown(&path, Some(o.uid), Some(o.gid)).map_err(io_err(&path))?;
+        }
+        Ok(Runtime {
+            name: name.clone(),
+            path,
+            owner,
+        })
+    }
+
+    /// The runtimes present now (for recovery), with their owners.
+    pub fn list(&self) -> Result<Vec<Runtime>, RuntimeError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.path).map_err(io_err(&self.path))? {
+            let entry = entry.map_err(io_err(&self.path))?;
+            let Ok(name) = RuntimeName::new(entry.file_name().to_string_lossy().into_owned())
+            else {
+                continue;
+            };
+            let meta = fs::symlink_metadata(entry.path()).map_err(io_err(&entry.path()))?;
+            if !meta.is_dir() {
+                continue;
+            }
+            let owner = match self.run_as {
+                ResolvedRunAs::ServiceUser => None,
+                _ => Some(Ownership {
+                    uid: meta.uid(),
+                    gid: meta.gid(),
+                }),
+            };
+            out.push(Runtime {
+                name,
+                path: entry.path(),
+                owner,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Durably records the runner id GitHub assigned to `name`'s runner, before the journal
+    /// does (a crash between the two is recovered from this file). Kept in `<root>/.ids/`,
+    /// owned by the service, out of the runner's reach.
+    pub fn write_sidecar(&self, name: &RuntimeName, runner_id: u64) -> Result<(), RuntimeError> {
+        let dir = self.path.join(SIDECAR_DIR);
+        match fs::create_dir(&dir) {
+            Ok(()) => fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+                .map_err(io_err(&dir))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(&dir)(e)),
+        }
+        let path = dir.join(name.as_str());
+        let tmp = dir.join(format!(".{}.tmp", name.as_str()));
+        {
+            use std::io::Write;
+            let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
+            writeln!(f, "{runner_id}").map_err(io_err(&tmp))?;
+            f.sync_all().map_err(io_err(&tmp))?;
+        }
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&dir))?;
+        Ok(())
+    }
+
+    /// The runner id recorded for `name`, if any. A corrupt file reads as `None` (GitHub's
+    /// inventory by runner name is the fallback).
+    pub fn read_sidecar(&self, name: &RuntimeName) -> Result<Option<u64>, RuntimeError> {
+        let path = self.path.join(SIDECAR_DIR).join(name.as_str());
+        match fs::read_to_string(&path) {
+            Ok(s) => Ok(s.trim().parse().ok()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&path)(e)),
+        }
+    }
+
+    /// Forgets `name`'s runner id (after the attempt is cleaned).
+    pub fn remove_sidecar(&self, name: &RuntimeName) -> Result<(), RuntimeError> {
+        let path = self.path.join(SIDECAR_DIR).join(name.as_str());
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&path)(e)),
+        }
+    }
+
+    /// The filesystem is the record of which per-attempt uid is taken: a runtime's owner.
+    fn uids_in_use(&self) -> Result<HashSet<u32>, RuntimeError> {
+        let mut used = HashSet::new();
+        for entry in fs::read_dir(&self.path).map_err(io_err(&self.path))? {
+            let entry = entry.map_err(io_err(&self.path))?;
+            if let Ok(meta) = fs::symlink_metadata(entry.path()) {
+                used.insert(meta.uid());
+            }
+        }
+        Ok(used)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_short_and_plain() {
+        assert!(RuntimeName::new("a1b2c3d4").is_ok());
+        assert!(RuntimeName::new("").is_err());
+        assert!(RuntimeName::new("../x").is_err());
+        assert!(RuntimeName::new("x".repeat(33)).is_err());
+        let id = rm_core::AttemptId::new("01jabcdefghjkmnpqrstvwxyz0").unwrap();
+        assert_eq!(RuntimeName::for_attempt(&id).as_str(), id.as_str());
+    }
+
+    #[test]
+    fn creates_private_runtimes_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = RunnerRoot::prepare(dir.path().join("r"), ResolvedRunAs::ServiceUser).unwrap();
+        let name = RuntimeName::new("abc").unwrap();
+        let rt = root.create_runtime(&name).unwrap();
+        let mode = fs::metadata(&rt.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert_eq!(
+            fs::metadata(root.path()).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        assert!(matches!(
+            root.create_runtime(&name),
+            Err(RuntimeError::AlreadyExists { .. })
+        ));
+        assert_eq!(root.list().unwrap().len(), 1);
+
+        assert_eq!(root.read_sidecar(&name).unwrap(), None);
+        root.write_sidecar(&name, 42).unwrap();
+        root.write_sidecar(&name, 43).unwrap();
+        assert_eq!(root.read_sidecar(&name).unwrap(), Some(43));
+        assert_eq!(
+            root.list().unwrap().len(),
+            1,
+            "the sidecar dir is not a runtime"
+        );
+        root.remove_sidecar(&name).unwrap();
+        root.remove_sidecar(&name).unwrap();
+        assert_eq!(root.read_sidecar(&name).unwrap(), None);
+    }
+
+    #[test]
+    fn pool_allocates_distinct_uids_from_the_filesystem() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root to chown runtimes");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pool = ResolvedRunAs::Pool {
+            gid: 65534,
+            first_uid: 1_500_000_000,
+            count: 2,
+        };
+        let root = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();
+        let a = root
+            .create_runtime(&RuntimeName::new("a").unwrap())
+            .unwrap();
+        let b = root
+            .create_runtime(&RuntimeName::new("b").unwrap())
+            .unwrap();
+        assert_ne!(a.owner.unwrap().uid, b.owner.unwrap().uid);
+        assert!(matches!(
+            root.create_runtime(&RuntimeName::new("c").unwrap()),
+            Err(RuntimeError::NoFreeUid { .. })
+        ));
+        // A fresh RunnerRoot (a restart) sees the same uids as taken.
+        fs::remove_dir(&a.path).unwrap();
+        let again = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();
+        let c = again
+            .create_runtime(&RuntimeName::new("c").unwrap())
+            .unwrap();
+        assert_eq!(c.owner.unwrap().uid, a.owner.unwrap().uid);
+    }
+}
