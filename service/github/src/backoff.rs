@@ -55,6 +55,11 @@ pub const SECONDARY_FLOOR: Duration = Duration::from_secs(60);
 /// ... doubling on each consecutive one, up to this.
 pub const SECONDARY_CAP: Duration = Duration::from_secs(900);
 
+/// The longest pause a rate-limit answer can impose. GitHub's limits are hourly
+/// windows, so a longer `retry-after` or reset is garbage; believing it would
+/// stall every target for that long (or, past chrono's range, panic).
+const MAX_RATE_WAIT: chrono::Duration = chrono::Duration::hours(1);
+
 /// Decides whether a 403/429 is a rate limit and until when, following
 /// GitHub's rules: honour `retry-after`; else if `x-ratelimit-remaining` is 0
 /// wait for `x-ratelimit-reset`; else (secondary) wait at least 60 s, doubling
@@ -73,10 +78,11 @@ pub fn rate_limit_until(
     let lower = message.to_ascii_lowercase();
     let says_secondary = lower.contains("secondary rate limit") || lower.contains("abuse");
     let says_limit = lower.contains("rate limit");
+    let latest = now + MAX_RATE_WAIT;
     if let Some(secs) = num("retry-after") {
-        let secs = secs.max(1);
+        let wait = chrono::Duration::try_seconds(secs.max(1)).unwrap_or(MAX_RATE_WAIT);
         return Some((
-            now + chrono::Duration::seconds(secs),
+            (now + wait.min(MAX_RATE_WAIT)),
             says_secondary || num("x-ratelimit-remaining") != Some(0),
         ));
     }
@@ -85,7 +91,10 @@ pub fn rate_limit_until(
             .and_then(|s| DateTime::<Utc>::from_timestamp(s, 0))
             .unwrap_or(now + chrono::Duration::seconds(60));
         // Never earlier than one second from now, whatever the clock skew.
-        return Some((reset.max(now + chrono::Duration::seconds(1)), false));
+        return Some((
+            reset.clamp(now + chrono::Duration::seconds(1), latest),
+            false,
+        ));
     }
     if status == 429 || says_secondary || says_limit {
         let wait = SECONDARY_FLOOR
@@ -198,6 +207,23 @@ mod tests {
             )
             .unwrap();
         assert!(d > Duration::from_secs(8) && d <= Duration::from_secs(10));
+    }
+
+    #[test]
+    fn absurd_waits_are_capped_at_an_hour_not_a_panic() {
+        let now = Utc::now();
+        let hour = now + chrono::Duration::hours(1);
+        for h in [
+            headers(&[("retry-after", "99999999999999999")]),
+            headers(&[("retry-after", "7200")]),
+            headers(&[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "8000000000000"),
+            ]),
+        ] {
+            let (until, _) = rate_limit_until(403, &h, "API rate limit exceeded", now, 0).unwrap();
+            assert_eq!(until, hour);
+        }
     }
 
     #[test]

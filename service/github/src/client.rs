@@ -293,6 +293,14 @@ impl GitHubClient {
             pages += 1;
             match next_link(&answer.headers) {
                 Some(next) if !empty => {
+                    // The credential goes with every page: follow links within our API base
+                    // only, never to wherever an answer points.
+                    if !self.config().endpoints.is_api_url(&next) {
+                        return Err(GitHubError::transient(
+                            format!("{endpoint}: the next-page link leaves the API base; not following it"),
+                            Some(answer.status),
+                        ));
+                    }
                     if pages >= max_pages.max(1) {
                         return Ok(Listing {
                             items,

@@ -200,7 +200,7 @@ impl DeviceFlow {
                     // GitHub sends the new interval; without one, add 5 s as RFC 8628 says.
                     interval: interval
                         .map(Duration::from_secs)
-                        .unwrap_or(code.interval + Duration::from_secs(5)),
+                        .unwrap_or(code.interval.saturating_add(Duration::from_secs(5))),
                 }),
                 _ => Err(self.refusal(&e, description)),
             },

@@ -63,6 +63,13 @@ impl Endpoints {
         format!("{}{}", self.api, path)
     }
 
+    /// Whether `url` lies under the REST API base (same scheme, host, port and
+    /// path prefix), i.e. whether it may be sent the credential.
+    pub(crate) fn is_api_url(&self, url: &str) -> bool {
+        url.strip_prefix(self.api.as_str())
+            .is_some_and(|rest| rest.starts_with('/') || rest.starts_with('?'))
+    }
+
     /// Absolute URL of a web path such as `/login/device/code`.
     pub(crate) fn web_url(&self, path: &str) -> String {
         format!("{}{}", self.web, path)
@@ -91,6 +98,21 @@ fn normalise(url: &str, what: &str) -> Result<String, GitHubError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_urls_under_the_api_base_count_as_api_urls() {
+        let e = Endpoints::enterprise("ghe.example.com").unwrap();
+        assert!(e.is_api_url("https://ghe.example.com/api/v3/user/installations?page=2"));
+        for foreign in [
+            "https://ghe.example.com/api/v3.evil/x",
+            "https://ghe.example.com.evil.net/api/v3/x",
+            "https://ghe.example.com/other",
+            "http://ghe.example.com/api/v3/x",
+            "https://evil.net/?https://ghe.example.com/api/v3/x",
+        ] {
+            assert!(!e.is_api_url(foreign), "{foreign}");
+        }
+    }
 
     #[test]
     fn defaults_to_github_com() {

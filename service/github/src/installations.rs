@@ -33,6 +33,13 @@ impl GitHubClient {
                 self.config().max_list_pages,
             )
             .await?;
+        if listing.truncated {
+            // An installation past the cap looks "not installed" to the access check.
+            tracing::warn!(
+                installations = listing.items.len(),
+                "installation list cut at the page cap; raise max_list_pages"
+            );
+        }
         Ok(listing.items)
     }
 

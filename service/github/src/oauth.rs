@@ -86,9 +86,12 @@ pub(crate) async fn token_request(
     match body.access_token {
         Some(token) if (200..300).contains(&r.status) && !token.is_empty() => {
             let now = Utc::now();
+            // A lifetime too large for a date (garbage from the server) is read
+            // as "does not expire" rather than panicking.
             let at = |secs: Option<i64>| {
                 secs.filter(|s| *s > 0)
-                    .map(|s| now + chrono::Duration::seconds(s))
+                    .and_then(chrono::Duration::try_seconds)
+                    .and_then(|d| now.checked_add_signed(d))
             };
             Ok(TokenAnswer::Token(Credential {
                 access_token: SecretString::from(token),

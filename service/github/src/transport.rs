@@ -103,6 +103,17 @@ impl Transport {
         // No auth on the instance (we attach the current token per request, it
         // rotates), no octocrab retries (we retry knowingly, and count each),
         // and octocrab's own read timeout as a second line behind ours.
+        //
+        // Known wart: every request carries two `user-agent` lines, ours then
+        // `octocrab`. octocrab 0.54's default `build()` always puts
+        // `user-agent: octocrab` in its extra-headers layer, which *appends*
+        // (`HeaderMap::extend`) to each request; `add_header(USER_AGENT, ..)`
+        // lands in the same list (a third value), and no builder option drops
+        // it. Avoiding it means assembling octocrab on our own service stack
+        // (`OctocrabBuilder::new_empty().with_service(..)`: our own
+        // hyper-rustls connector, timeouts and redirect layers), which is not
+        // worth it while GitHub only requires that a User-Agent be present.
+        // tests/rest.rs pins ours as the first value.
         let crab = Octocrab::builder()
             .add_retry_config(RetryConfig::None)
             .set_connect_timeout(Some(config.request_timeout))

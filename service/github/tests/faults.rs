@@ -79,8 +79,10 @@ async fn a_stalled_server_is_a_transient_timeout() {
         .list_runners(&target("alice/app"), None)
         .await
         .unwrap_err();
+    // Our 300 ms deadline fired, not the fake's hour-long stall (the bound is
+    // generous so a loaded machine cannot fail it).
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -141,7 +143,8 @@ async fn retry_after_is_honoured_and_the_gate_fails_fast() {
     };
     assert!(
         until >= before + chrono::Duration::milliseconds(900)
-            && until <= before + chrono::Duration::seconds(3)
+            && until <= before + chrono::Duration::seconds(10),
+        "retry-after 1 s must be honoured (not the 60 s default): {until} vs {before}"
     );
     assert_eq!(
         w.fake.counters().total.requests,

@@ -279,9 +279,14 @@ async fn enterprise_style_api_base_works() {
     assert!(w.fake.counters().endpoint("repo_runners_list").requests >= 1);
 }
 
-/// Reads one raw request off a socket and answers `[]`, to see the headers sent.
-#[tokio::test]
-async fn requests_carry_githubs_headers() {
+/// A loopback server for one request: reads its head, answers `status_and_headers`
+/// (through the blank line; `content-length` and `connection: close` are added)
+/// with JSON `body`, and hands back the request text. Returns its origin.
+#[allow(clippy::unwrap_used)] // a broken fixture should fail the test loudly
+async fn one_request_server(
+    status_and_headers: String,
+    body: &'static str,
+) -> (String, tokio::task::JoinHandle<String>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
@@ -296,11 +301,20 @@ async fn requests_carry_githubs_headers() {
             }
             buf.extend_from_slice(&chunk[..n]);
         }
-        sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]")
-            .await
-            .unwrap();
+        let answer = format!(
+            "{status_and_headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(answer.as_bytes()).await.unwrap();
         String::from_utf8_lossy(&buf).to_string()
     });
+    (origin, server)
+}
+
+/// Reads one raw request off a socket and answers `[]`, to see the headers sent.
+#[tokio::test]
+async fn requests_carry_githubs_headers() {
+    let (origin, server) = one_request_server("HTTP/1.1 200 OK\r\n".into(), "[]").await;
     let mut c = ClientConfig::new(Endpoints::custom(&origin, &origin).unwrap());
     c.request_timeout = Duration::from_secs(5);
     let (client, _) = client_with(
@@ -389,5 +403,42 @@ async fn a_busy_runner_cannot_be_deleted_and_a_finished_one_is_gone() {
     assert_eq!(
         w.client.delete_runner(&t, cfg.runner.id).await.unwrap(),
         Gone::AlreadyGone
+    );
+}
+
+/// A `next` link to another origin is not followed: the credential goes with
+/// every page request, so it must never leave the configured API base.
+#[tokio::test]
+async fn next_page_links_outside_the_api_base_are_not_followed() {
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let foreign = format!(
+        "http://{}/user/installations?page=2",
+        elsewhere.local_addr().unwrap()
+    );
+    let (origin, server) = one_request_server(
+        format!("HTTP/1.1 200 OK\r\nlink: <{foreign}>; rel=\"next\"\r\n"),
+        r#"{"total_count":2,"installations":[{"id":1,"account":{"login":"alice","id":1,"type":"User"}}]}"#,
+    )
+    .await;
+    let mut c = ClientConfig::new(Endpoints::custom(&origin, &origin).unwrap());
+    c.request_timeout = Duration::from_secs(5);
+    let (client, _) = client_with(
+        c,
+        Some(rm_github::Credential::non_expiring(
+            "ghu_staysathome".into(),
+        )),
+    );
+    let err = client.installations().await.unwrap_err();
+    server.await.unwrap();
+    assert!(
+        matches!(err, GitHubError::Transient { .. })
+            && err.to_string().contains("leaves the API base"),
+        "{err}"
+    );
+    // Had the client followed the link, its connection would be queued by now.
+    let knocked = tokio::time::timeout(Duration::from_millis(100), elsewhere.accept()).await;
+    assert!(
+        knocked.is_err(),
+        "the client connected to the foreign origin"
     );
 }

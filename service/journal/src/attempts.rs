@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params_from_iter, Connection, OptionalExtension, Row, ToSql, TransactionBehavior};
 
 use rm_core::{
     Attempt, AttemptId, AttemptParts, AttemptState, FailureReason, Outcome, OutcomeKind, PolicyId,
@@ -35,23 +35,12 @@ impl Journal {
                                        created_at_ms, state_changed_at_ms, concluded_at_ms,
                                        cleaned_at_ms, version, written_at_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 1, ?15)",
-                params![
-                    row.id,
-                    row.policy_id,
-                    row.runner_name,
-                    row.state,
-                    row.outcome,
-                    row.failure_reason,
-                    row.runner_id,
-                    row.pid,
-                    row.process_start_time,
-                    row.terminate_intent,
-                    row.created_at_ms,
-                    row.state_changed_at_ms,
-                    row.concluded_at_ms,
-                    row.cleaned_at_ms,
-                    codec::now_ms(),
-                ],
+                params_from_iter(
+                    [&row.id as &dyn ToSql, &row.policy_id, &row.runner_name]
+                        .into_iter()
+                        .chain(row.changeable())
+                        .chain([&codec::now_ms() as &dyn ToSql]),
+                ),
             );
             match inserted {
                 Ok(_) => Ok(()),
@@ -118,21 +107,12 @@ impl Journal {
                         state_changed_at_ms = ?10, concluded_at_ms = ?11, cleaned_at_ms = ?12,
                         version = version + 1, written_at_ms = ?13
                   WHERE id = ?1",
-                params![
-                    row.id,
-                    row.state,
-                    row.outcome,
-                    row.failure_reason,
-                    row.runner_id,
-                    row.pid,
-                    row.process_start_time,
-                    row.terminate_intent,
-                    row.created_at_ms,
-                    row.state_changed_at_ms,
-                    row.concluded_at_ms,
-                    row.cleaned_at_ms,
-                    codec::now_ms(),
-                ],
+                params_from_iter(
+                    [&row.id as &dyn ToSql]
+                        .into_iter()
+                        .chain(row.changeable())
+                        .chain([&codec::now_ms() as &dyn ToSql]),
+                ),
             )?;
             tx.commit()?;
             Ok(())
@@ -280,6 +260,24 @@ struct AttemptColumns {
 }
 
 impl AttemptColumns {
+    /// The columns a transition may change, in the one order both the INSERT and the UPDATE
+    /// bind them (right after the key columns), so the two statements cannot drift apart.
+    fn changeable(&self) -> [&dyn ToSql; 11] {
+        [
+            &self.state,
+            &self.outcome,
+            &self.failure_reason,
+            &self.runner_id,
+            &self.pid,
+            &self.process_start_time,
+            &self.terminate_intent,
+            &self.created_at_ms,
+            &self.state_changed_at_ms,
+            &self.concluded_at_ms,
+            &self.cleaned_at_ms,
+        ]
+    }
+
     fn from_attempt(attempt: &Attempt) -> Result<Self, JournalError> {
         let p = attempt.to_parts();
         Ok(Self {

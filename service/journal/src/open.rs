@@ -37,7 +37,7 @@ const SQLITE_HEADER_LEN: usize = 100;
 const NOT_OURS_FIX: &str = "this file is not a runner-manager journal: move it aside or point \
 --data-dir at another directory";
 /// The fix for a journal written by a newer build.
-const NEWER_FIX: &str = "upgrade runner-manager or point --data-dir elsewhere";
+pub(crate) const NEWER_FIX: &str = "upgrade runner-manager or point --data-dir elsewhere";
 
 /// Open (creating if absent), vet, configure and migrate the journal at `path`.
 pub(crate) fn open(path: &Path) -> Result<Connection, JournalError> {

@@ -2,7 +2,7 @@
 //! `revision` so that two writers (a loop and the CLI, say) never overwrite
 //! each other silently.
 
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params_from_iter, Connection, OptionalExtension, Row, ToSql, TransactionBehavior};
 
 use rm_core::{LabelSet, Policy, PolicyId, PolicyParts, PolicySpec};
 
@@ -28,6 +28,7 @@ impl Journal {
             }
         })?;
         let parts = initial.to_parts();
+        let values = PolicyValues::new(&parts);
         self.run(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let now = codec::now_ms();
@@ -35,26 +36,11 @@ impl Journal {
                 "INSERT INTO policies (target, profile, enabled, state, max_capacity, min_capacity,
                                        labels, workspace_mode, revision, created_at_ms, updated_at_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9)",
-                params![
-                    parts.target.to_string(),
-                    parts.profile.as_str(),
-                    parts.enabled,
-                    parts.state.as_str(),
-                    parts.max_capacity,
-                    parts.min_capacity,
-                    encode_labels(&parts.labels),
-                    parts.workspace_mode.as_str(),
-                    now,
-                ],
+                params_from_iter(values.bind().into_iter().chain([&now as &dyn ToSql])),
             );
             match inserted {
                 Ok(_) => {}
-                Err(e) if codec::is_unique_violation(&e) => {
-                    return Err(JournalError::Duplicate {
-                        entity: "policy",
-                        key: format!("target {} and profile {}", parts.target, parts.profile),
-                    })
-                }
+                Err(e) if codec::is_unique_violation(&e) => return Err(duplicate(&parts)),
                 Err(e) => return Err(e.into()),
             }
             let id = PolicyId::new(tx.last_insert_rowid());
@@ -88,6 +74,7 @@ impl Journal {
     pub fn update_policy(&mut self, policy: &Policy) -> Result<Policy, JournalError> {
         let parts = policy.to_parts();
         let expected = to_sql_int("policy revision", parts.revision)?;
+        let values = PolicyValues::new(&parts);
         self.run(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let changed = tx.execute(
@@ -96,28 +83,16 @@ impl Journal {
                         min_capacity = ?8, labels = ?9, workspace_mode = ?10,
                         revision = revision + 1, updated_at_ms = ?11
                   WHERE id = ?1 AND revision = ?2",
-                params![
-                    parts.id.get(),
-                    expected,
-                    parts.target.to_string(),
-                    parts.profile.as_str(),
-                    parts.enabled,
-                    parts.state.as_str(),
-                    parts.max_capacity,
-                    parts.min_capacity,
-                    encode_labels(&parts.labels),
-                    parts.workspace_mode.as_str(),
-                    codec::now_ms(),
-                ],
+                params_from_iter(
+                    [&parts.id.get() as &dyn ToSql, &expected]
+                        .into_iter()
+                        .chain(values.bind())
+                        .chain([&codec::now_ms() as &dyn ToSql]),
+                ),
             );
             let changed = match changed {
                 Ok(n) => n,
-                Err(e) if codec::is_unique_violation(&e) => {
-                    return Err(JournalError::Duplicate {
-                        entity: "policy",
-                        key: format!("target {} and profile {}", parts.target, parts.profile),
-                    })
-                }
+                Err(e) if codec::is_unique_violation(&e) => return Err(duplicate(&parts)),
                 Err(e) => return Err(e.into()),
             };
             if changed == 0 {
@@ -165,6 +140,56 @@ impl Journal {
             }
             Ok(())
         })
+    }
+}
+
+/// A policy's stored fields in SQL form, bound in the one order the INSERT and the UPDATE share
+/// so the two statements cannot drift apart.
+struct PolicyValues<'a> {
+    target: String,
+    profile: &'a str,
+    enabled: bool,
+    state: &'a str,
+    max_capacity: Option<u32>,
+    min_capacity: u32,
+    labels: String,
+    workspace_mode: &'a str,
+}
+
+impl<'a> PolicyValues<'a> {
+    fn new(parts: &'a PolicyParts) -> Self {
+        Self {
+            target: parts.target.to_string(),
+            profile: parts.profile.as_str(),
+            enabled: parts.enabled,
+            state: parts.state.as_str(),
+            max_capacity: parts.max_capacity,
+            min_capacity: parts.min_capacity,
+            labels: encode_labels(&parts.labels),
+            workspace_mode: parts.workspace_mode.as_str(),
+        }
+    }
+
+    /// target, profile, enabled, state, max_capacity, min_capacity, labels, workspace_mode.
+    fn bind(&self) -> [&dyn ToSql; 8] {
+        [
+            &self.target,
+            &self.profile,
+            &self.enabled,
+            &self.state,
+            &self.max_capacity,
+            &self.min_capacity,
+            &self.labels,
+            &self.workspace_mode,
+        ]
+    }
+}
+
+/// The refusal for a second policy on the same target and profile.
+fn duplicate(parts: &PolicyParts) -> JournalError {
+    JournalError::Duplicate {
+        entity: "policy",
+        key: format!("target {} and profile {}", parts.target, parts.profile),
     }
 }
 

@@ -103,7 +103,7 @@ pub(crate) fn migrate(path: &Path, conn: &mut Connection) -> Result<(), JournalE
                 found: current,
                 known: LATEST_VERSION,
             },
-            fix: "upgrade runner-manager or point --data-dir elsewhere".to_owned(),
+            fix: crate::open::NEWER_FIX.to_owned(),
         });
     }
     let start = usize::try_from(current).map_err(|_| JournalError::Corrupt {

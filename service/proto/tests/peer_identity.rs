@@ -50,6 +50,14 @@ fn probe_as_nobody(socket: &Path, method: &str, path: &str) -> Option<(u16, Stri
     ))
 }
 
+/// [`probe_as_nobody`] off the async runtime (the server under test runs on it).
+async fn probe(socket: &Path, method: &'static str, path: &'static str) -> Option<(u16, String)> {
+    let socket = socket.to_path_buf();
+    tokio::task::spawn_blocking(move || probe_as_nobody(&socket, method, path))
+        .await
+        .unwrap()
+}
+
 fn error_code(body: &str) -> ErrorCode {
     serde_json::from_str::<ErrorBody>(body)
         .unwrap_or_else(|e| panic!("{e}: {body}"))
@@ -59,13 +67,7 @@ fn error_code(body: &str) -> ErrorCode {
 #[tokio::test]
 async fn another_user_is_refused_everything_but_the_version() {
     let server = start(AccessPolicy::root_only()).await;
-    let socket = server.socket.clone();
-    let Some((status, body)) = tokio::task::spawn_blocking({
-        let socket = socket.clone();
-        move || probe_as_nobody(&socket, "GET", "/v1/status")
-    })
-    .await
-    .unwrap() else {
+    let Some((status, body)) = probe(&server.socket, "GET", "/v1/status").await else {
         return;
     };
     assert_eq!(status, 403, "{body}");
@@ -73,22 +75,13 @@ async fn another_user_is_refused_everything_but_the_version() {
     assert!(body.contains("uid 65534"), "{body}");
     assert!(body.contains("operators"), "{body}");
 
-    let (status, body) =
-        tokio::task::spawn_blocking(move || probe_as_nobody(&socket, "POST", "/v1/pause"))
-            .await
-            .unwrap()
-            .unwrap();
+    let (status, body) = probe(&server.socket, "POST", "/v1/pause").await.unwrap();
     assert_eq!(
         (status, error_code(&body)),
         (403, ErrorCode::UnauthorizedPeer)
     );
 
-    let socket = server.socket.clone();
-    let (status, body) =
-        tokio::task::spawn_blocking(move || probe_as_nobody(&socket, "GET", "/v1/version"))
-            .await
-            .unwrap()
-            .unwrap();
+    let (status, body) = probe(&server.socket, "GET", "/v1/version").await.unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(
         server.recorder.calls().is_empty(),
@@ -100,12 +93,7 @@ async fn another_user_is_refused_everything_but_the_version() {
 #[tokio::test]
 async fn an_operator_uid_may_change_things() {
     let server = start(AccessPolicy::root_only().with_operator(NOBODY)).await;
-    let socket = server.socket.clone();
-    let Some((status, body)) =
-        tokio::task::spawn_blocking(move || probe_as_nobody(&socket, "POST", "/v1/pause"))
-            .await
-            .unwrap()
-    else {
+    let Some((status, body)) = probe(&server.socket, "POST", "/v1/pause").await else {
         return;
     };
     assert_eq!(status, 200, "{body}");
@@ -121,21 +109,11 @@ async fn an_operator_uid_may_change_things() {
 #[tokio::test]
 async fn read_only_access_for_everyone_opens_reads_but_not_changes() {
     let server = start(AccessPolicy::root_only().with_read_only_for_all(true)).await;
-    let socket = server.socket.clone();
-    let Some((status, body)) =
-        tokio::task::spawn_blocking(move || probe_as_nobody(&socket, "GET", "/v1/status"))
-            .await
-            .unwrap()
-    else {
+    let Some((status, body)) = probe(&server.socket, "GET", "/v1/status").await else {
         return;
     };
     assert_eq!(status, 200, "{body}");
-    let socket = server.socket.clone();
-    let (status, body) =
-        tokio::task::spawn_blocking(move || probe_as_nobody(&socket, "POST", "/v1/resume"))
-            .await
-            .unwrap()
-            .unwrap();
+    let (status, body) = probe(&server.socket, "POST", "/v1/resume").await.unwrap();
     assert_eq!(
         (status, error_code(&body)),
         (403, ErrorCode::UnauthorizedPeer)

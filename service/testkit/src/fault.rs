@@ -117,6 +117,26 @@ impl FaultRule {
             times: Some(times),
         }
     }
+
+    /// Why this rule cannot do what it says, if it cannot: the control API refuses such rules
+    /// rather than injecting something else (a 200 "error", a rule that never or always fires).
+    pub fn problem(&self) -> Option<String> {
+        if self.times == Some(0) {
+            return Some("times must be at least 1 (omit it for a rule that stays armed)".into());
+        }
+        match &self.fault {
+            Fault::Status5xx { status, .. } if !(500..=599).contains(status) => Some(format!(
+                "status5xx status {status} is not a 5xx code: use 500, 502, 503 or 504"
+            )),
+            Fault::Status5xx { rate, .. } if !(0.0..=1.0).contains(rate) => Some(format!(
+                "status5xx rate {rate} is outside 0.0-1.0: use a probability (1.0 = always)"
+            )),
+            Fault::RateLimited { status, .. } if *status != 403 && *status != 429 => Some(format!(
+                "rate_limited status {status} is neither 403 nor 429: GitHub answers one of those"
+            )),
+            _ => None,
+        }
+    }
 }
 
 mod ms {

@@ -8,15 +8,25 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{eventually, get, post, raw, world_with};
+use common::{delete, eventually, get, post, world_with};
 use rm_testkit::{Behaviour, FakeConfig, JobSpec, JobStatus};
 use serde_json::{json, Value};
 
+/// Short long-polls keep the tests quick. Sessions outlive any stall of a loaded machine, so a
+/// slow step never drops one behind a test's back; only the timeout test shortens them.
 fn fast() -> FakeConfig {
     FakeConfig {
         poll_hold: Duration::from_millis(200),
-        session_timeout: Duration::from_millis(400),
+        session_timeout: Duration::from_secs(30),
         ..FakeConfig::default()
+    }
+}
+
+/// Sessions that time out quickly, but not between two consecutive steps of a test.
+fn short_sessions() -> FakeConfig {
+    FakeConfig {
+        session_timeout: Duration::from_secs(1),
+        ..fast()
     }
 }
 
@@ -26,8 +36,12 @@ struct Jit {
     runner_file: Value,
 }
 
-fn b64(s: &str) -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+/// A JSON document carried base64-encoded in a JSON string (how the JIT blob nests its files).
+fn decode_json(encoded: &Value) -> Value {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.as_str().unwrap())
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
 }
 
 async fn jit(addr: SocketAddr, token: &str, name: &str, labels: &[&str]) -> Jit {
@@ -40,14 +54,10 @@ async fn jit(addr: SocketAddr, token: &str, name: &str, labels: &[&str]) -> Jit 
     .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
-    let files: Value =
-        serde_json::from_slice(&b64(v["encoded_jit_config"].as_str().unwrap())).unwrap();
-    let runner_file: Value =
-        serde_json::from_slice(&b64(files[".runner"].as_str().unwrap())).unwrap();
-    let creds: Value =
-        serde_json::from_slice(&b64(files[".credentials"].as_str().unwrap())).unwrap();
-    let rsa: Value =
-        serde_json::from_slice(&b64(files[".credentials_rsaparams"].as_str().unwrap())).unwrap();
+    let files = decode_json(&v["encoded_jit_config"]);
+    let runner_file = decode_json(&files[".runner"]);
+    let creds = decode_json(&files[".credentials"]);
+    let rsa = decode_json(&files[".credentials_rsaparams"]);
     assert_eq!(rsa["exponent"], "AQAB");
     assert_eq!(creds["Scheme"], "OAuthAccessToken");
     let secret = creds["Data"]["token"].as_str().unwrap().to_string();
@@ -66,23 +76,45 @@ async fn broker(
     secret: &str,
     body: Value,
 ) -> common::Raw {
-    let auth = format!("Bearer {secret}");
-    let body = if body.is_null() {
-        Vec::new()
-    } else {
-        body.to_string().into_bytes()
-    };
-    raw(
+    common::send_json(addr, method, path, Some(secret), &body).await
+}
+
+/// `POST /_broker/sessions` for the runner, as its listener would.
+async fn open_session(addr: SocketAddr, j: &Jit) -> common::Raw {
+    broker(
         addr,
-        method,
-        path,
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        &body,
+        "POST",
+        "/_broker/sessions",
+        &j.secret,
+        json!({"runner_id": j.runner_id}),
     )
     .await
+}
+
+/// A new session's id (the session must be granted).
+async fn session_id(addr: SocketAddr, j: &Jit) -> String {
+    let s = open_session(addr, j).await;
+    assert_eq!(s.status, 200, "{}", s.text());
+    s.json()["session_id"].as_str().unwrap().to_string()
+}
+
+/// One long-poll for a message on the session.
+async fn next_message(addr: SocketAddr, j: &Jit, sid: &str) -> common::Raw {
+    let path = format!("/_broker/sessions/{sid}/message");
+    broker(addr, "GET", &path, &j.secret, Value::Null).await
+}
+
+/// `GET /repos/octo/hello/actions/{path}` as JSON: GitHub's view of runners, jobs and runs.
+async fn repo_json(addr: SocketAddr, token: &str, path: &str) -> Value {
+    let r = get(addr, &format!("/repos/octo/hello/actions/{path}"), token).await;
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+    r.json()
+}
+
+/// `DELETE` of the runner's registration through the REST API.
+async fn delete_registration(addr: SocketAddr, token: &str, runner_id: u64) -> common::Raw {
+    let path = format!("/repos/octo/hello/actions/runners/{runner_id}");
+    delete(addr, &path, token).await
 }
 
 #[tokio::test]
@@ -130,38 +162,19 @@ async fn one_job_lifecycle_through_the_broker() {
     .await;
     assert_eq!(s.status, 200);
     let sid = s.json()["session_id"].as_str().unwrap().to_string();
-    let again = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j.secret,
-        json!({"runner_id": j.runner_id}),
-    )
-    .await;
+    let again = open_session(addr, &j).await;
     assert_eq!(again.status, 409);
     assert_eq!(
         again.json()["message"],
         "A session for this runner already exists."
     );
-    let rest = get(
-        addr,
-        &format!("/repos/octo/hello/actions/runners/{}", j.runner_id),
-        &w.token,
-    )
-    .await
-    .json();
+    let rest = repo_json(addr, &w.token, &format!("runners/{}", j.runner_id)).await;
     assert_eq!(rest["status"], "online");
     assert_eq!(rest["os"], "Linux");
 
     // Nothing queued: the poll is held, then 204.
     let t = Instant::now();
-    let msg = format!("/_broker/sessions/{sid}/message");
-    assert_eq!(
-        broker(addr, "GET", &msg, &j.secret, Value::Null)
-            .await
-            .status,
-        204
-    );
+    assert_eq!(next_message(addr, &j, &sid).await.status, 204);
     assert!(t.elapsed() >= Duration::from_millis(150));
 
     // A job the runner cannot take (label) and one it can.
@@ -176,7 +189,7 @@ async fn one_job_lifecycle_through_the_broker() {
             vec![JobSpec::new("build", &["SELF-HOSTED", "gpu"]).behaviour(Behaviour::Fail)],
         )
         .unwrap();
-    let m = broker(addr, "GET", &msg, &j.secret, Value::Null).await;
+    let m = next_message(addr, &j, &sid).await;
     assert_eq!(m.status, 200);
     let job = m.json()["job"].clone();
     assert_eq!(job["name"], "build");
@@ -186,34 +199,14 @@ async fn one_job_lifecycle_through_the_broker() {
     let job_id = job["job_id"].as_u64().unwrap();
 
     // GitHub's view: job in progress on this runner, runner busy, run in progress; delete refused.
-    let jv = get(
-        addr,
-        &format!("/repos/octo/hello/actions/jobs/{job_id}"),
-        &w.token,
-    )
-    .await
-    .json();
+    let jv = repo_json(addr, &w.token, &format!("jobs/{job_id}")).await;
     assert_eq!(jv["status"], "in_progress");
     assert_eq!(jv["runner_id"], j.runner_id);
     assert_eq!(jv["runner_name"], "r1");
     assert_eq!(jv["runner_group_name"], "Default");
-    let rv = get(
-        addr,
-        &format!("/repos/octo/hello/actions/runs/{run}"),
-        &w.token,
-    )
-    .await
-    .json();
+    let rv = repo_json(addr, &w.token, &format!("runs/{run}")).await;
     assert_eq!(rv["status"], "in_progress");
-    let auth = format!("Bearer {}", w.token);
-    let del = raw(
-        addr,
-        "DELETE",
-        &format!("/repos/octo/hello/actions/runners/{}", j.runner_id),
-        &[("Authorization", &auth), ("User-Agent", "t")],
-        b"",
-    )
-    .await;
+    let del = delete_registration(addr, &w.token, j.runner_id).await;
     assert_eq!(del.status, 422);
     assert!(w.gh.runners()[0].busy);
 
@@ -231,19 +224,13 @@ async fn one_job_lifecycle_through_the_broker() {
     assert_eq!(done.status, JobStatus::Completed);
     assert_eq!(done.conclusion, Some(rm_testkit::Conclusion::Failure));
     assert!(w.gh.runners().is_empty());
-    let gone = broker(addr, "GET", &msg, &j.secret, Value::Null).await;
+    let gone = next_message(addr, &j, &sid).await;
     assert_eq!(gone.status, 404);
     assert_eq!(
         gone.json()["message"],
         "The runner no longer exists on the server"
     );
-    let rv = get(
-        addr,
-        &format!("/repos/octo/hello/actions/runs/{run}"),
-        &w.token,
-    )
-    .await
-    .json();
+    let rv = repo_json(addr, &w.token, &format!("runs/{run}")).await;
     assert_eq!(rv["status"], "completed");
     assert_eq!(rv["conclusion"], "failure");
 
@@ -255,58 +242,23 @@ async fn one_job_lifecycle_through_the_broker() {
 
 #[tokio::test]
 async fn silent_sessions_time_out_and_deleted_registrations_end_polls() {
-    let w = world_with(fast()).await;
+    let w = world_with(short_sessions()).await;
     let addr = w.gh.addr();
     let j = jit(addr, &w.token, "quiet", &["x"]).await;
-    let s = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j.secret,
-        json!({"runner_id": j.runner_id}),
-    )
-    .await;
-    assert_eq!(s.status, 200);
+    let sid = session_id(addr, &j).await;
     assert_eq!(w.gh.runners()[0].status, "online");
     assert!(eventually(|| w.gh.runners()[0].status == "offline").await);
     // The dropped session answers 404 "Not Found" (not "runner gone"); a new session works.
-    let sid = s.json()["session_id"].as_str().unwrap().to_string();
-    let lost = broker(
-        addr,
-        "GET",
-        &format!("/_broker/sessions/{sid}/message"),
-        &j.secret,
-        Value::Null,
-    )
-    .await;
+    let lost = next_message(addr, &j, &sid).await;
     assert_eq!(lost.status, 404);
     assert_eq!(lost.json()["message"], "Not Found");
     assert_eq!(w.gh.runners()[0].status, "offline");
-    let again = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j.secret,
-        json!({"runner_id": j.runner_id}),
-    )
-    .await;
-    assert_eq!(again.status, 200);
+    assert_eq!(open_session(addr, &j).await.status, 200);
     assert_eq!(w.gh.runners()[0].status, "online");
 
     // Clean shutdown while idle.
     let j2 = jit(addr, &w.token, "clean", &["x"]).await;
-    let sid = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j2.secret,
-        json!({"runner_id": j2.runner_id}),
-    )
-    .await
-    .json()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sid = session_id(addr, &j2).await;
     assert_eq!(
         broker(
             addr,
@@ -325,48 +277,24 @@ async fn silent_sessions_time_out_and_deleted_registrations_end_polls() {
         .iter()
         .any(|r| r.name == "clean" && r.status == "offline"));
 
-    // Registration deleted through REST while a listener waits: its poll gets 404.
+    // Registration deleted through REST while a listener waits: its poll and any new session
+    // hear that the runner is gone.
     let j3 = jit(addr, &w.token, "doomed", &["x"]).await;
-    let sid = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j3.secret,
-        json!({"runner_id": j3.runner_id}),
-    )
-    .await
-    .json()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let auth = format!("Bearer {}", w.token);
-    let del = raw(
-        addr,
-        "DELETE",
-        &format!("/repos/octo/hello/actions/runners/{}", j3.runner_id),
-        &[("Authorization", &auth), ("User-Agent", "t")],
-        b"",
-    )
-    .await;
+    let sid = session_id(addr, &j3).await;
+    let del = delete_registration(addr, &w.token, j3.runner_id).await;
     assert_eq!(del.status, 204);
-    let r = broker(
-        addr,
-        "GET",
-        &format!("/_broker/sessions/{sid}/message"),
-        &j3.secret,
-        Value::Null,
-    )
-    .await;
+    let r = next_message(addr, &j3, &sid).await;
     assert_eq!(r.status, 404);
-    let s = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j3.secret,
-        json!({"runner_id": j3.runner_id}),
-    )
-    .await;
+    assert_eq!(
+        r.json()["message"],
+        "The runner no longer exists on the server"
+    );
+    let s = open_session(addr, &j3).await;
     assert_eq!(s.status, 404);
+    assert_eq!(
+        s.json()["message"],
+        "The runner no longer exists on the server"
+    );
 }
 
 #[tokio::test]
@@ -374,28 +302,11 @@ async fn withdrawn_assignment_requeues_and_frees_the_runner() {
     let w = world_with(fast()).await;
     let addr = w.gh.addr();
     let j = jit(addr, &w.token, "w1", &["x"]).await;
-    let sid = broker(
-        addr,
-        "POST",
-        "/_broker/sessions",
-        &j.secret,
-        json!({"runner_id": j.runner_id}),
-    )
-    .await
-    .json()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sid = session_id(addr, &j).await;
     w.gh.queue_run("octo/hello", vec![JobSpec::new("b", &["x"])])
         .unwrap();
-    let m = broker(
-        addr,
-        "GET",
-        &format!("/_broker/sessions/{sid}/message"),
-        &j.secret,
-        Value::Null,
-    )
-    .await;
+    let m = next_message(addr, &j, &sid).await;
+    assert_eq!(m.status, 200, "{}", m.text());
     let job_id = m.json()["job"]["job_id"].as_u64().unwrap();
     w.gh.withdraw_assignment(job_id).unwrap();
     let job = w.gh.job(job_id).unwrap();

@@ -13,19 +13,7 @@ use rm_testkit::{FakeConfig, FakeGitHub};
 use serde_json::{json, Value};
 
 async fn ctl(addr: std::net::SocketAddr, method: &str, path: &str, body: Value) -> common::Raw {
-    let b = if body.is_null() {
-        Vec::new()
-    } else {
-        body.to_string().into_bytes()
-    };
-    raw(
-        addr,
-        method,
-        path,
-        &[("Content-Type", "application/json")],
-        &b,
-    )
-    .await
+    common::send_json(addr, method, path, None, &body).await
 }
 
 #[tokio::test]

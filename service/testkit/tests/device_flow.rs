@@ -178,6 +178,15 @@ async fn expiry_success_once_and_form_encoding() {
     let v = form(addr, "/login/oauth/access_token", &poll_body(&cid, &code)).await;
     assert_eq!(v["error"], "expired_token");
 
+    // The rest on a fake whose codes live the usual 15 minutes, so a slow machine between
+    // creating, approving and polling a code cannot expire it.
+    let w = world_with(FakeConfig {
+        device_interval: Duration::ZERO,
+        ..FakeConfig::default()
+    })
+    .await;
+    let addr = w.gh.addr();
+    let cid = w.gh.client_id();
     let (code, user_code) = new_code(addr, &cid).await;
     w.gh.approve_device(&user_code, "octo").unwrap();
     // Without Accept: json the answer is form-encoded.
@@ -249,7 +258,8 @@ async fn refresh_rotates_and_kills_the_old_pair() {
 #[tokio::test]
 async fn expired_access_token_gets_bad_credentials() {
     let w = world().await;
-    w.gh.set_token_lifetimes(Duration::from_millis(200), Duration::from_secs(60));
+    // Long enough for the first request even on a loaded machine; the sleep below outlasts it.
+    w.gh.set_token_lifetimes(Duration::from_secs(1), Duration::from_secs(60));
     let t = w.gh.issue_token("octo").unwrap();
     assert_eq!(
         common::get(w.gh.addr(), "/user", &t.access_token)
@@ -257,7 +267,7 @@ async fn expired_access_token_gets_bad_credentials() {
             .status,
         200
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let r = common::get(w.gh.addr(), "/user", &t.access_token).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["message"], "Bad credentials");
@@ -288,4 +298,24 @@ async fn browser_page_approves_a_code() {
     assert_eq!(r.status, 200, "{}", r.text());
     let v = form(addr, "/login/oauth/access_token", &poll_body(&cid, &code)).await;
     assert!(v["access_token"].as_str().unwrap().starts_with("ghu_"));
+}
+
+#[tokio::test]
+async fn absurd_lifetimes_mean_never_expiring_not_a_panic() {
+    let w = world().await;
+    w.gh.set_token_lifetimes(Duration::MAX, Duration::from_secs(u64::MAX / 4));
+    let t = w.gh.issue_token("octo").unwrap();
+    assert!(t.expires_at > chrono::Utc::now() + chrono::Duration::days(365 * 1000));
+    assert_eq!(
+        common::get(w.gh.addr(), "/user", &t.access_token)
+            .await
+            .status,
+        200
+    );
+    // The refresh grant answers with huge but well-formed lifetimes.
+    let cid = w.gh.client_id();
+    let refresh = t.refresh_token.clone().unwrap();
+    let body = format!("client_id={cid}&grant_type=refresh_token&refresh_token={refresh}");
+    let v = form(w.gh.addr(), "/login/oauth/access_token", &body).await;
+    assert!(v["expires_in"].as_i64().unwrap() > 365 * 86_400, "{v}");
 }

@@ -65,10 +65,14 @@ async fn latency_delays_and_route_patterns_match_both_prefixes() {
         200
     );
     assert!(t.elapsed() >= Duration::from_millis(300));
-    // Other paths are untouched.
-    let t = Instant::now();
-    get(addr, "/user", &w.token).await;
-    assert!(t.elapsed() < Duration::from_millis(300));
+    // Other paths are untouched: with the runs route held for a minute, /user still answers
+    // (a generous bound, so a loaded machine cannot fail it).
+    w.gh.inject_fault(FaultRule::always(
+        EndpointMatch::route("GET", "/repos/*/*/actions/runs"),
+        Fault::Latency(Duration::from_secs(60)),
+    ));
+    let user = tokio::time::timeout(Duration::from_secs(20), get(addr, "/user", &w.token)).await;
+    assert_eq!(user.map(|r| r.status).ok(), Some(200));
 }
 
 #[tokio::test]
@@ -198,4 +202,35 @@ async fn faults_via_the_control_api() {
     );
     let c = raw(addr, "GET", "/_fake/counters", &[], b"").await.json();
     assert_eq!(c["endpoints"]["access_token"]["errors"], 1);
+}
+
+#[tokio::test]
+async fn control_api_refuses_fault_rules_that_cannot_work() {
+    let w = world().await;
+    let addr = w.gh.addr();
+    for (rule, hint) in [
+        (
+            r#"{"endpoint":"any","fault":{"status5xx":{"status":200,"rate":1.0}}}"#,
+            "use 500, 502, 503 or 504",
+        ),
+        (
+            r#"{"endpoint":"any","fault":{"status5xx":{"status":503,"rate":1.5}}}"#,
+            "outside 0.0-1.0",
+        ),
+        (
+            r#"{"endpoint":"any","fault":{"rate_limited":{"status":500,"retry_after":null,"secondary":false}}}"#,
+            "neither 403 nor 429",
+        ),
+        (
+            r#"{"endpoint":"any","fault":"unauthorized","times":0}"#,
+            "times must be at least 1",
+        ),
+    ] {
+        let r = raw(addr, "POST", "/_fake/faults", &[], rule.as_bytes()).await;
+        assert_eq!(r.status, 400, "{rule}: {}", r.text());
+        let error = r.json()["error"].as_str().unwrap().to_string();
+        assert!(error.contains(hint), "{rule}: {error}");
+    }
+    // Nothing was armed: the API answers normally.
+    assert_eq!(get(addr, "/user", &w.token).await.status, 200);
 }

@@ -10,6 +10,40 @@ use octocrab::models::workflows::Status;
 use octocrab::params::workflows::Filter;
 use rm_testkit::{FaultRule, JobSpec};
 
+/// `octo/hello`'s runs with this status.
+async fn runs_with_status(
+    o: &octocrab::Octocrab,
+    status: &str,
+) -> octocrab::Page<octocrab::models::workflows::Run> {
+    o.workflows("octo", "hello")
+        .list_all_runs()
+        .status(status)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// `octo/hello`'s runners with this name.
+async fn runners_named(
+    o: &octocrab::Octocrab,
+    name: &str,
+) -> octocrab::Page<octocrab::models::actions::SelfHostedRunner> {
+    o.actions()
+        .list_repo_self_hosted_runners("octo", "hello")
+        .name(name)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The HTTP status of a GitHub error answer (None for transport or parsing errors).
+fn github_status(err: &octocrab::Error) -> Option<u16> {
+    match err {
+        octocrab::Error::GitHub { source, .. } => Some(source.status_code.as_u16()),
+        _ => None,
+    }
+}
+
 #[tokio::test]
 async fn runners_jit_get_list_delete_round_trip() {
     let w = world().await;
@@ -42,23 +76,10 @@ async fn runners_jit_get_list_delete_round_trip() {
         .unwrap();
     assert_eq!(got.id, jit.runner.id);
 
-    let list = o
-        .actions()
-        .list_repo_self_hosted_runners("octo", "hello")
-        .name("runner-1")
-        .send()
-        .await
-        .unwrap();
+    let list = runners_named(&o, "runner-1").await;
     assert_eq!(list.total_count, Some(1));
     assert_eq!(list.items[0].name, "runner-1");
-    let none = o
-        .actions()
-        .list_repo_self_hosted_runners("octo", "hello")
-        .name("other")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(none.items.len(), 0);
+    assert_eq!(runners_named(&o, "other").await.items.len(), 0);
 
     o.actions()
         .delete_repo_runner("octo", "hello", jit.runner.id)
@@ -69,10 +90,7 @@ async fn runners_jit_get_list_delete_round_trip() {
         .get_repo_runner("octo", "hello", jit.runner.id)
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, octocrab::Error::GitHub { ref source, .. } if source.status_code == 404),
-        "{err:?}"
-    );
+    assert_eq!(github_status(&err), Some(404), "{err:?}");
     assert!(w.gh.runners().is_empty());
 }
 
@@ -178,13 +196,7 @@ async fn runs_and_jobs_follow_the_job_states() {
             ],
         )
         .unwrap();
-    let queued = o
-        .workflows("octo", "hello")
-        .list_all_runs()
-        .status("queued")
-        .send()
-        .await
-        .unwrap();
+    let queued = runs_with_status(&o, "queued").await;
     assert_eq!(queued.items.len(), 1);
     assert_eq!(queued.items[0].id.0, run);
     assert_eq!(queued.items[0].status, "queued");
@@ -207,14 +219,7 @@ async fn runs_and_jobs_follow_the_job_states() {
         .unwrap();
     let run_obj = o.workflows("octo", "hello").get(run.into()).await.unwrap();
     assert_eq!(run_obj.status, "in_progress");
-    let in_progress = o
-        .workflows("octo", "hello")
-        .list_all_runs()
-        .status("in_progress")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(in_progress.items.len(), 1);
+    assert_eq!(runs_with_status(&o, "in_progress").await.items.len(), 1);
     let job = o
         .workflows("octo", "hello")
         .get_job(first.into())
@@ -232,14 +237,7 @@ async fn runs_and_jobs_follow_the_job_states() {
     let done = o.workflows("octo", "hello").get(run.into()).await.unwrap();
     assert_eq!(done.status, "completed");
     assert_eq!(done.conclusion.as_deref(), Some("failure"));
-    let none = o
-        .workflows("octo", "hello")
-        .list_all_runs()
-        .status("queued")
-        .send()
-        .await
-        .unwrap();
-    assert!(none.items.is_empty());
+    assert!(runs_with_status(&o, "queued").await.items.is_empty());
 }
 
 #[tokio::test]
@@ -351,8 +349,5 @@ async fn octocrab_sees_errors_with_messages() {
         1,
     ));
     let err = o.current().user().await.unwrap_err();
-    assert!(
-        matches!(err, octocrab::Error::GitHub { ref source, .. } if source.status_code == 401),
-        "{err:?}"
-    );
+    assert_eq!(github_status(&err), Some(401), "{err:?}");
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{get, post, raw, world};
+use common::{delete, get, get_with, post, raw, world};
 use rm_testkit::JobSpec;
 use serde_json::json;
 
@@ -36,36 +36,29 @@ async fn auth_user_agent_version_and_trailing_slash() {
     assert_eq!(r.status, 403);
     assert!(r.json()["message"].as_str().unwrap().contains("User-Agent"));
 
-    let r = raw(
-        addr,
-        "GET",
-        "/user",
-        &[
-            ("Authorization", &auth),
-            ("User-Agent", "x"),
-            ("X-GitHub-Api-Version", "2020-01-01"),
-        ],
-        b"",
-    )
-    .await;
-    assert_eq!(r.status, 400);
-    let r = raw(
-        addr,
-        "GET",
-        "/user",
-        &[
-            ("Authorization", &auth),
-            ("User-Agent", "x"),
-            ("X-GitHub-Api-Version", "2026-03-10"),
-        ],
-        b"",
-    )
-    .await;
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("x-github-api-version-selected"),
-        Some("2026-03-10")
-    );
+    // An unknown API version is refused; both published ones are served (and echoed).
+    for (version, status) in [
+        ("2020-01-01", 400),
+        ("2022-11-28", 200),
+        ("2026-03-10", 200),
+    ] {
+        let r = raw(
+            addr,
+            "GET",
+            "/user",
+            &[
+                ("Authorization", &auth),
+                ("User-Agent", "x"),
+                ("X-GitHub-Api-Version", version),
+            ],
+            b"",
+        )
+        .await;
+        assert_eq!(r.status, status, "version {version}");
+        if status == 200 {
+            assert_eq!(r.header("x-github-api-version-selected"), Some(version));
+        }
+    }
 
     assert_eq!(get(addr, "/user/", &t).await.status, 404);
     assert_eq!(
@@ -119,23 +112,10 @@ async fn conditional_requests_are_304_and_free() {
     let path = "/repos/octo/hello/actions/runs?status=queued";
     let first = get(addr, path, &w.token).await;
     let etag = first.header("etag").unwrap().to_string();
-    let auth = format!("Bearer {}", w.token);
+    let token = w.token.clone();
     let cond = |etag: String| {
-        let auth = auth.clone();
-        async move {
-            raw(
-                addr,
-                "GET",
-                path,
-                &[
-                    ("Authorization", &auth),
-                    ("User-Agent", "t"),
-                    ("If-None-Match", &etag),
-                ],
-                b"",
-            )
-            .await
-        }
+        let token = token.clone();
+        async move { get_with(addr, path, &token, &[("If-None-Match", &etag)]).await }
     };
     let r = cond(etag.clone()).await;
     assert_eq!(r.status, 304);
@@ -188,20 +168,7 @@ async fn primary_rate_limit_exhaustion() {
     );
     assert_eq!(r.json()["status"], "403");
     // A conditional request with a matching ETag is refused too (the limit comes first).
-    let etag = user_etag;
-    let auth = format!("Bearer {}", w.token);
-    let r = raw(
-        addr,
-        "GET",
-        "/user",
-        &[
-            ("Authorization", &auth),
-            ("User-Agent", "t"),
-            ("If-None-Match", &etag),
-        ],
-        b"",
-    )
-    .await;
+    let r = get_with(addr, "/user", &w.token, &[("If-None-Match", &user_etag)]).await;
     assert_eq!(r.status, 403);
     // Mutations are refused before they happen.
     let r = post(
@@ -434,17 +401,7 @@ async fn jitconfig_validation_and_access() {
             .status,
         404
     );
-    let del = raw(
-        addr,
-        "DELETE",
-        "/repos/octo/hello/actions/runners/999",
-        &[
-            ("Authorization", &format!("Bearer {}", w.token)),
-            ("User-Agent", "t"),
-        ],
-        b"",
-    )
-    .await;
+    let del = delete(addr, "/repos/octo/hello/actions/runners/999", &w.token).await;
     assert_eq!(del.status, 404);
 }
 
@@ -486,51 +443,16 @@ async fn jobs_filter_and_unresolvable_labels() {
     let job = w.gh.jobs()[0].id;
     w.gh.finish_job(job, rm_testkit::Conclusion::Success)
         .unwrap();
-    let count = |r: common::Raw| r.json()["total_count"].as_u64().unwrap();
-    assert_eq!(
-        count(
-            get(
-                addr,
-                "/repos/octo/hello/actions/runs?status=success",
-                &w.token
-            )
-            .await
-        ),
-        1
-    );
-    assert_eq!(
-        count(
-            get(
-                addr,
-                "/repos/octo/hello/actions/runs?status=completed",
-                &w.token
-            )
-            .await
-        ),
-        1
-    );
-    assert_eq!(
-        count(
-            get(
-                addr,
-                "/repos/octo/hello/actions/runs?status=failure",
-                &w.token
-            )
-            .await
-        ),
-        0
-    );
-    assert_eq!(
-        count(
-            get(
-                addr,
-                "/repos/octo/hello/actions/runs?status=queued",
-                &w.token
-            )
-            .await
-        ),
-        0
-    );
+    for (status, runs) in [
+        ("success", 1),
+        ("completed", 1),
+        ("failure", 0),
+        ("queued", 0),
+    ] {
+        let path = format!("/repos/octo/hello/actions/runs?status={status}");
+        let r = get(addr, &path, &w.token).await;
+        assert_eq!(r.json()["total_count"], runs, "status={status}");
+    }
     let r = get(addr, "/user/installations/999999/repositories", &w.token).await;
     assert_eq!(r.status, 404);
 }

@@ -32,7 +32,9 @@ struct Kit {
 async fn kit() -> Kit {
     let gh = FakeGitHub::start(FakeConfig {
         poll_hold: Duration::from_millis(400),
-        session_timeout: Duration::from_millis(1500),
+        // Long enough that a listener starved by a loaded machine keeps its session between
+        // polls; the crash test waits (with a deadline) for the timeout to take it offline.
+        session_timeout: Duration::from_secs(3),
         ..FakeConfig::default()
     })
     .await

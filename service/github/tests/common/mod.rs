@@ -49,8 +49,9 @@ pub fn client_with(
 
 /// A user `alice` who administers `alice/app` and is a plain member of the
 /// organization `team` (repository `team/shared`); the App is installed on
-/// both. (The fake lists only installations on the user's own account or on
-/// organizations they belong to, so non-admin access goes through an org.)
+/// both. (Non-admin access could equally come from collaborating on another
+/// user's repository: the fake lists every installation covering a repository
+/// the user can reach, GITHUB.md §2.)
 pub struct World {
     pub fake: FakeGitHub,
     pub token: IssuedToken,

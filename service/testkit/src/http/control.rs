@@ -203,6 +203,9 @@ fn route(shared: &Arc<Shared>, req: &Req) -> Result<Reply, Reply> {
         }
         ["faults"] if post => {
             let rule: FaultRule = body(req)?;
+            if let Some(problem) = rule.problem() {
+                return Err(bad(format!("fault rule refused: {problem}")));
+            }
             w.faults.push(rule);
             Reply::ok(json!({}))
         }

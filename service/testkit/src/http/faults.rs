@@ -17,10 +17,13 @@ use crate::server::Shared;
 fn pick(shared: &Shared, req: &Req, path: &str, endpoint: &str) -> Option<Fault> {
     let mut w = shared.world();
     let idx = w.faults.iter().position(|r| {
-        r.endpoint.matches(req.method.as_str(), path, endpoint)
+        r.times != Some(0)
+            && r.endpoint.matches(req.method.as_str(), path, endpoint)
             && match r.fault {
+                // A rate outside 0..=1 (NaN included, which `random_bool` would panic on) from the
+                // Rust API is read as never or always; the control API refuses it.
                 Fault::Status5xx { rate, .. } => {
-                    rate >= 1.0 || rand::rng().random_bool(rate.clamp(0.0, 1.0))
+                    rate >= 1.0 || (rate > 0.0 && rand::rng().random_bool(rate))
                 }
                 _ => true,
             }

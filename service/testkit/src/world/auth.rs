@@ -11,8 +11,8 @@ impl World {
         let now = Utc::now();
         let access = format!("ghu_{}", random_string(36));
         let refresh = format!("ghr_{}", random_string(76));
-        let expires_at = now + chrono_dur(self.access_lifetime);
-        let refresh_expires_at = now + chrono_dur(self.refresh_lifetime);
+        let expires_at = later(now, self.access_lifetime);
+        let refresh_expires_at = later(now, self.refresh_lifetime);
         self.tokens.insert(
             access.clone(),
             AccessToken {
@@ -94,7 +94,10 @@ impl World {
             device_code.clone(),
             Device {
                 user_code: user_code.clone(),
-                expires_at: Instant::now() + self.device_expires_in,
+                // Saturating like token lifetimes: an absurd lifetime means "never expires".
+                expires_at: Instant::now()
+                    .checked_add(self.device_expires_in)
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400)),
                 interval_secs: self.device_interval.as_secs(),
                 last_poll: None,
                 state: DeviceState::Pending,

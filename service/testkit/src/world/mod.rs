@@ -267,8 +267,13 @@ fn valid_login(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
-fn chrono_dur(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+/// `now + d`, saturating at the latest representable date: a lifetime set absurdly long by a test
+/// means "never expires", not a panic while the world is locked.
+fn later(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 impl World {

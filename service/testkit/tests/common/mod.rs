@@ -194,6 +194,37 @@ pub async fn get(addr: SocketAddr, target: &str, token: &str) -> Raw {
     .await
 }
 
+/// Sends `body` as JSON (`Value::Null` = no body), with a bearer token if given: the broker and
+/// control endpoints, which need none of the REST client headers.
+pub async fn send_json(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    bearer: Option<&str>,
+    body: &serde_json::Value,
+) -> Raw {
+    let auth = bearer.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(auth) = &auth {
+        headers.push(("Authorization", auth.as_str()));
+    }
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    raw(addr, method, target, &headers, &body).await
+}
+
+/// GET with a token, a User-Agent and the given extra headers only (no Accept or API version),
+/// for the conditional and header-sensitive cases.
+pub async fn get_with(addr: SocketAddr, target: &str, token: &str, extra: &[(&str, &str)]) -> Raw {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![("Authorization", auth.as_str()), ("User-Agent", "t")];
+    headers.extend_from_slice(extra);
+    raw(addr, "GET", target, &headers, b"").await
+}
+
 /// POST JSON with the usual GitHub client headers.
 pub async fn post(addr: SocketAddr, target: &str, token: &str, body: &serde_json::Value) -> Raw {
     let auth = format!("Bearer {token}");
@@ -208,6 +239,23 @@ pub async fn post(addr: SocketAddr, target: &str, token: &str, body: &serde_json
             ("Content-Type", "application/json"),
         ],
         body.to_string().as_bytes(),
+    )
+    .await
+}
+
+/// DELETE with the usual GitHub client headers.
+pub async fn delete(addr: SocketAddr, target: &str, token: &str) -> Raw {
+    let auth = format!("Bearer {token}");
+    raw(
+        addr,
+        "DELETE",
+        target,
+        &[
+            ("Authorization", &auth),
+            ("User-Agent", "rm-testkit-tests"),
+            ("Accept", "application/vnd.github+json"),
+        ],
+        b"",
     )
     .await
 }
