@@ -1,7 +1,9 @@
 # Shared by scripts/*.sh: install what a fresh Debian 12 machine lacks for building and testing.
 # Only what the code needs today; the tray's WebKit/GTK stack is added when the tray lands.
+#   libdbus-1-dev                 the keyring crate's Secret Service backend (build)
+#   dbus gnome-keyring libsecret-tools   a real Secret Service for the credential-store tests
 
-APT_PACKAGES=(build-essential pkg-config)
+APT_PACKAGES=(build-essential pkg-config libdbus-1-dev dbus gnome-keyring libsecret-tools)
 
 ensure_build_deps() {
     local missing=()

@@ -150,6 +150,7 @@ where
             tracing::warn!(gh_target = %self.target, error = %e, "attempt not reserved");
             return None;
         }
+        crate::failpoint!("after_reserve");
         self.emit(EventKind::Reserved {
             attempt: attempt.id().clone(),
             policy: policy.id(),
@@ -189,6 +190,7 @@ where
                 return false;
             }
         };
+        crate::failpoint!("after_materialize");
         let materialize = self.now().duration_since(t);
 
         // 3. Register: JIT, sidecar, then journal `jit_received`.
@@ -201,11 +203,13 @@ where
             }
         };
         let Jit { runner_id, config } = jit;
+        crate::failpoint!("after_jit");
         if let Err(e) = host.write_sidecar(attempt.id(), runner_id).await {
             // The journal write below still records the id; only a crash in between would need
             // GitHub's inventory to find it.
             tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "runner id sidecar not written");
         }
+        crate::failpoint!("after_sidecar");
         let before = attempt.clone();
         if attempt.record_jit(runner_id, self.now()).is_err() {
             return false;
@@ -262,10 +266,14 @@ where
                 return false;
             }
         };
+        crate::failpoint!("after_spawn");
         let before = attempt.clone();
         if attempt.record_started(process, self.now()).is_ok() {
             match self.ports.journal.update_attempt(&before, &attempt).await {
-                Ok(()) => self.state_changed(&before, &attempt),
+                Ok(()) => {
+                    crate::failpoint!("after_starting_journalled");
+                    self.state_changed(&before, &attempt)
+                }
                 // Recovery finds the process by its runtime directory and journals it.
                 Err(e) => {
                     tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "`starting` not journalled")

@@ -10,6 +10,7 @@
 mod clock;
 mod config;
 mod events;
+pub mod failpoint;
 mod ids;
 mod launch;
 mod ports;

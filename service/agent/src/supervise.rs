@@ -142,12 +142,14 @@ where
                     else {
                         break;
                     };
+                    crate::failpoint!("after_deregister");
                     let before = attempt.clone();
                     if conclusion.apply(&mut attempt, seen.obs.now).is_err()
                         || !self.write(&before, &attempt).await
                     {
                         break;
                     }
+                    crate::failpoint!("after_conclude");
                     self.emit(EventKind::Concluded {
                         attempt: attempt.id().clone(),
                         outcome: attempt.outcome().unwrap_or(conclusion.outcome),
@@ -342,6 +344,7 @@ where
         }
         match host.scrub(&runtime).await {
             Ok(()) => {
+                crate::failpoint!("after_clean");
                 let before = attempt.clone();
                 if attempt.mark_cleaned(self.now()).is_ok() && self.write(&before, attempt).await {
                     locked(&self.cleanup).remove(attempt.id());

@@ -1,0 +1,207 @@
+//! Pickup latency over the real adapters: a job queued at the fake GitHub (50 ms added to every
+//! request) → the runner process spawned, and → the job taken (`in_progress`), p50/p99 over
+//! `--jobs` jobs (default 50) one after another, with a warm package cache.
+//!
+//! `cargo run --release -p rm-adapters --example pickup-bench -- [--jobs N] [--poll-ms MS]`
+//! (the loop's poll interval dominates the spawn figure: on average half of it is waiting).
+
+use rm_adapters::{
+    spawn_target_loops, GitHubAdapter, GitHubPackageSource, HostAdapter, JournalAdapter,
+    LifecycleConfig,
+};
+use rm_agent::EventKind;
+use rm_core::{
+    Arch, Host, HostId, HostLabel, LabelSet, Os, PolicySpec, ProfileName, RoutingPrefix, Target,
+};
+use rm_github::{
+    ClientConfig, Credential, Endpoints, GitHubClient, MemoryCredentialStore, SecretString,
+};
+use rm_journal::Journal;
+use rm_runner::{Platform, RunAs, RunnerHost, RunnerHostConfig};
+use rm_testkit::package::RunnerPackage;
+use rm_testkit::{
+    EndpointMatch, FakeConfig, FakeGitHub, Fault, FaultRule, InstallationRepos, JobSpec, JobStatus,
+};
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn arg(name: &str, default: u64) -> anyhow::Result<u64> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == name) {
+        Some(i) => Ok(args
+            .get(i + 1)
+            .map(|v| v.parse())
+            .transpose()?
+            .unwrap_or(default)),
+        None => Ok(default),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn report(what: &str, mut xs: Vec<Duration>) {
+    xs.sort();
+    println!(
+        "{what:<28} n={:<3} p50={:>6} ms  p99={:>6} ms  min={:>6} ms  max={:>6} ms",
+        xs.len(),
+        percentile(&xs, 50.0).as_millis(),
+        percentile(&xs, 99.0).as_millis(),
+        xs.first().copied().unwrap_or_default().as_millis(),
+        xs.last().copied().unwrap_or_default().as_millis(),
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let jobs = arg("--jobs", 50)?;
+    let poll_ms = arg("--poll-ms", 1000)?;
+    let gh = FakeGitHub::start(FakeConfig {
+        poll_hold: Duration::from_millis(500),
+        session_timeout: Duration::from_secs(3),
+        ..FakeConfig::default()
+    })
+    .await?;
+    gh.create_user("octo")?;
+    gh.create_repo("octo/bench")?;
+    gh.create_installation("octo", InstallationRepos::All)?;
+    gh.set_runner_package(&RunnerPackage::shared_for_tests()?);
+    let token = gh.issue_token("octo")?.access_token;
+
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    let mut journal = Journal::open(data.join("journal.sqlite"))?;
+    let host_row = Host {
+        id: HostId::new("bench")?,
+        os: Os::from_std(std::env::consts::OS).ok_or_else(|| anyhow::anyhow!("os"))?,
+        arch: Arch::from_std(std::env::consts::ARCH).ok_or_else(|| anyhow::anyhow!("arch"))?,
+        label: HostLabel::from_machine_name("bench"),
+        capacity: 2,
+    };
+    journal.put_host(&host_row, Some(&data.join("runners")))?;
+    let label = host_row.routing_label(&RoutingPrefix::default(), &ProfileName::default());
+    let target = Target::parse("octo/bench")?;
+    let mut spec = PolicySpec::new(target.clone(), LabelSet::new([label.clone()])?);
+    spec.max_capacity = Some(2);
+    journal.insert_policy(&spec)?;
+
+    let store =
+        MemoryCredentialStore::new(Some(Credential::non_expiring(SecretString::from(token))));
+    let client = GitHubClient::new(
+        ClientConfig::new(Endpoints::custom(&gh.origin(), &gh.origin())?),
+        Arc::new(store),
+    )?;
+    if nix::unistd::geteuid().is_root() {
+        rm_runner::ensure_runner_account(rm_runner::DEFAULT_RUNNER_ACCOUNT)?;
+    }
+    let mut host_config = RunnerHostConfig::new(data.join("cache"), data.join("runners"));
+    host_config.run_as = RunAs::default_for_service();
+    let source = GitHubPackageSource::new(client.clone(), target.clone())?;
+    let platform = Platform::current().ok_or_else(|| anyhow::anyhow!("platform"))?;
+    let host = Arc::new(HostAdapter::new(
+        RunnerHost::open(host_config, source)?,
+        platform,
+    ));
+    host.package().await?; // warm cache
+
+    // 50 ms on every request from here on (REST, downloads and the listener's broker calls).
+    gh.inject_fault(FaultRule::always(
+        EndpointMatch::Any,
+        Fault::Latency(Duration::from_millis(50)),
+    ));
+
+    let mut config = LifecycleConfig::new(Arc::new(Duration::from_millis(poll_ms)));
+    config.exit_poll = Duration::from_millis(200);
+    let lifecycle = spawn_target_loops(
+        JournalAdapter::new(journal),
+        GitHubAdapter::new(client),
+        host,
+        config,
+    )
+    .await?;
+    let mut events = lifecycle.shared().subscribe();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let lifecycle = Arc::new(lifecycle);
+    let runner = {
+        let lc = Arc::clone(&lifecycle);
+        tokio::spawn(async move { lc.run(rx).await })
+    };
+
+    let (mut to_spawn, mut to_taken, mut launch_total) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..jobs {
+        // Start each job from a quiet host: the previous runner is gone.
+        while events.try_recv().is_ok() {}
+        let queued = Instant::now();
+        let run = gh.queue_run(
+            "octo/bench",
+            vec![JobSpec::new(&format!("job-{i}"), &[label.as_str()])
+                .duration(Duration::from_millis(50))],
+        )?;
+        let job_id = gh
+            .runs()
+            .into_iter()
+            .find(|r| r.id == run)
+            .and_then(|r| r.job_ids.first().copied())
+            .ok_or_else(|| anyhow::anyhow!("job of run {run}"))?;
+        let mut spawned = None;
+        let mut taken = None;
+        let deadline = queued + Duration::from_secs(30);
+        while taken.is_none() || spawned.is_none() {
+            anyhow::ensure!(Instant::now() < deadline, "job {i} not picked up in 30 s");
+            while let Ok(ev) = events.try_recv() {
+                if let EventKind::Launched { timings, .. } = ev.kind {
+                    if spawned.is_none() {
+                        spawned = Some(queued.elapsed());
+                        launch_total.push(timings.total);
+                    }
+                }
+            }
+            if taken.is_none()
+                && gh
+                    .job(job_id)
+                    .is_some_and(|j| j.status != JobStatus::Queued)
+            {
+                taken = Some(queued.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        to_spawn.extend(spawned);
+        to_taken.extend(taken);
+        // Wait for the job to finish and its runner to be cleaned before the next one.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let done = gh
+                .job(job_id)
+                .is_some_and(|j| j.status == JobStatus::Completed);
+            let cleaned = std::fs::read_dir(data.join("runners"))?
+                .filter_map(Result::ok)
+                .all(|e| e.file_name().to_string_lossy().starts_with('.'));
+            if done && cleaned {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "job {i} not finished and cleaned in 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Queue the next job at a spread-out point of the poll cycle, not right after a pass.
+        tokio::time::sleep(Duration::from_millis((i * 7919 + 131) % poll_ms.max(1))).await;
+    }
+    let _ = tx.send(true);
+    let _ = runner.await;
+
+    println!("pickup latency, {jobs} jobs, 50 ms per request at the fake, poll interval {poll_ms} ms, warm cache");
+    report("queued -> runner spawned", to_spawn);
+    report("queued -> job in_progress", to_taken);
+    report("launch (reserve -> starting)", launch_total);
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! [`GitHubPort`] over `rm_github::GitHubClient`, with GitHub's failures classified the way the
+//! agent branches on them.
+
+use rm_agent::{
+    DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, JitSecret, RunnerStatus, RunnerView,
+};
+use rm_core::{LabelSet, Target, Timestamp};
+use rm_github::{ExposeSecret, GitHubClient, GitHubError, Gone, JitRequest, Runner};
+
+/// The default runner group ("Default").
+pub const DEFAULT_RUNNER_GROUP: u64 = 1;
+
+/// The agent's view of GitHub, over the shared client (sessions, ETags, budget).
+#[derive(Clone)]
+pub struct GitHubAdapter {
+    client: GitHubClient,
+    runner_group_id: u64,
+}
+
+impl std::fmt::Debug for GitHubAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHubAdapter")
+            .field("runner_group_id", &self.runner_group_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GitHubAdapter {
+    pub fn new(client: GitHubClient) -> Self {
+        GitHubAdapter {
+            client,
+            runner_group_id: DEFAULT_RUNNER_GROUP,
+        }
+    }
+
+    pub fn with_runner_group(mut self, id: u64) -> Self {
+        self.runner_group_id = id;
+        self
+    }
+
+    pub fn client(&self) -> &GitHubClient {
+        &self.client
+    }
+}
+
+/// Maps rm-github's error onto the agent's classification:
+/// no answer → `Unreachable`, 5xx/garbled → `Transient`, limits → `RateLimited`,
+/// 401/sign-in → `Unauthorized`, 403 (and App not installed / not admin) → `Forbidden`.
+pub fn map_github_error(e: GitHubError) -> GhError {
+    match e {
+        // No HTTP status: DNS, connect, timeout, dropped connection.
+        GitHubError::Transient {
+            detail,
+            status: None,
+        } => GhError::Unreachable { detail },
+        GitHubError::Transient {
+            detail,
+            status: Some(s),
+        } => GhError::Transient {
+            detail: format!("HTTP {s}: {detail}"),
+        },
+        GitHubError::RateLimited { until, .. } => GhError::RateLimited {
+            until: Timestamp::from_millis(until.timestamp_millis()),
+        },
+        GitHubError::Unauthorized | GitHubError::SignInRequired { .. } => GhError::Unauthorized,
+        GitHubError::Forbidden { message } => GhError::Forbidden { detail: message },
+        e @ (GitHubError::NotInstalled { .. } | GitHubError::NotAdmin { .. }) => {
+            GhError::Forbidden {
+                detail: e.to_string(),
+            }
+        }
+        GitHubError::NotFound { what } => GhError::NotFound { detail: what },
+        GitHubError::Conflict { message } => GhError::Conflict { detail: message },
+        e @ GitHubError::StillRunningJob { .. } => GhError::Conflict {
+            detail: e.to_string(),
+        },
+        GitHubError::Invalid { status, message } => GhError::Invalid {
+            detail: format!("HTTP {status}: {message}"),
+        },
+        // The renewed credential could not be saved: it is kept in memory; try again.
+        e @ GitHubError::Store(_) => GhError::Transient {
+            detail: e.to_string(),
+        },
+        e @ GitHubError::Config(_) => GhError::Invalid {
+            detail: e.to_string(),
+        },
+    }
+}
+
+fn view(r: &Runner) -> RunnerView {
+    RunnerView {
+        id: r.id,
+        name: r.name.clone(),
+        busy: r.busy,
+        status: if r.is_online() {
+            RunnerStatus::Online
+        } else {
+            RunnerStatus::Offline
+        },
+    }
+}
+
+impl GitHubPort for GitHubAdapter {
+    async fn queued_jobs(&self, target: &Target) -> Result<DemandSnapshot, GhError> {
+        let demand = self.client.demand(target).await.map_err(map_github_error)?;
+        Ok(DemandSnapshot {
+            jobs: demand.job_demands(),
+            is_floor: demand.is_floor,
+        })
+    }
+
+    async fn generate_jit(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        labels: &LabelSet,
+    ) -> Result<Jit, GhError> {
+        let request = JitRequest {
+            name: runner_name.to_string(),
+            runner_group_id: self.runner_group_id,
+            labels: labels.to_strings(),
+            work_folder: None,
+        };
+        let answer = self
+            .client
+            .generate_jit_config(target, &request)
+            .await
+            .map_err(map_github_error)?;
+        Ok(Jit {
+            runner_id: answer.runner.id,
+            config: JitSecret::new(answer.encoded_jit_config.expose_secret()),
+        })
+    }
+
+    async fn runner_by_name(
+        &self,
+        target: &Target,
+        name: &str,
+    ) -> Result<Option<RunnerView>, GhError> {
+        let list = self
+            .client
+            .list_runners(target, Some(name))
+            .await
+            .map_err(map_github_error)?;
+        Ok(list.iter().find(|r| r.name == name).map(view))
+    }
+
+    async fn runners(&self, target: &Target) -> Result<Vec<RunnerView>, GhError> {
+        let list = self
+            .client
+            .list_runners(target, None)
+            .await
+            .map_err(map_github_error)?;
+        Ok(list.iter().map(view).collect())
+    }
+
+    async fn delete_runner(
+        &self,
+        target: &Target,
+        runner_id: u64,
+    ) -> Result<DeleteOutcome, GhError> {
+        match self.client.delete_runner(target, runner_id).await {
+            Ok(Gone::Deleted) => Ok(DeleteOutcome::Deleted),
+            Ok(Gone::AlreadyGone) => Ok(DeleteOutcome::Gone),
+            Err(GitHubError::StillRunningJob { .. }) => Ok(DeleteOutcome::StillRunningJob),
+            Err(e) => Err(map_github_error(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_classified_for_the_agent() {
+        let unreachable = map_github_error(GitHubError::Transient {
+            detail: "connect refused".into(),
+            status: None,
+        });
+        assert!(matches!(unreachable, GhError::Unreachable { .. }));
+        let bad_gateway = map_github_error(GitHubError::Transient {
+            detail: "bad gateway".into(),
+            status: Some(502),
+        });
+        assert!(matches!(bad_gateway, GhError::Transient { .. }));
+        let until = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+        assert_eq!(
+            map_github_error(GitHubError::RateLimited {
+                until,
+                secondary: true
+            }),
+            GhError::RateLimited {
+                until: Timestamp::from_millis(1_800_000_000_000)
+            }
+        );
+        assert_eq!(
+            map_github_error(GitHubError::Unauthorized),
+            GhError::Unauthorized
+        );
+        assert_eq!(
+            map_github_error(GitHubError::SignInRequired {
+                reason: "revoked".into()
+            }),
+            GhError::Unauthorized
+        );
+        assert!(matches!(
+            map_github_error(GitHubError::Forbidden {
+                message: "nope".into()
+            }),
+            GhError::Forbidden { .. }
+        ));
+        assert!(matches!(
+            map_github_error(GitHubError::NotAdmin {
+                repository: "o/r".into()
+            }),
+            GhError::Forbidden { .. }
+        ));
+        assert!(matches!(
+            map_github_error(GitHubError::NotFound { what: "x".into() }),
+            GhError::NotFound { .. }
+        ));
+        assert!(matches!(
+            map_github_error(GitHubError::Conflict {
+                message: "exists".into()
+            }),
+            GhError::Conflict { .. }
+        ));
+        assert!(!map_github_error(GitHubError::Invalid {
+            status: 422,
+            message: "bad".into()
+        })
+        .is_transient());
+    }
+}

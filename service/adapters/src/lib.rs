@@ -1,0 +1,24 @@
+//! The real implementations of rm-agent's ports, and the wiring that runs one reconcile loop
+//! per target over them:
+//!
+//! - [`JournalAdapter`]: `JournalPort` over the SQLite journal (blocking pool, one mutex).
+//! - [`GitHubAdapter`]: `GitHubPort` over `rm_github::GitHubClient` ([`map_github_error`]).
+//! - [`HostAdapter`]: `RunnerHostPort` over `rm_runner::RunnerHost`, with
+//!   [`GitHubPackageSource`] feeding its verified package cache.
+//! - [`BudgetPoll`]: the poll interval from rm-github's budget planner.
+//! - [`Lifecycle`] / [`spawn_target_loops`]: the loops, the shared allocation lock and the
+//!   runner-exit watcher.
+
+mod github;
+mod host;
+mod journal;
+mod lifecycle;
+mod package_source;
+mod poll;
+
+pub use github::{map_github_error, GitHubAdapter, DEFAULT_RUNNER_GROUP};
+pub use host::HostAdapter;
+pub use journal::JournalAdapter;
+pub use lifecycle::{journal_targets, spawn_target_loops, Lifecycle, LifecycleConfig, RealLoop};
+pub use package_source::{version_from_filename, GitHubPackageSource};
+pub use poll::{BudgetPoll, DEFAULT_HOURLY_LIMIT};

@@ -1,0 +1,454 @@
+//! What the CLI's target and host commands need from "the service", as one trait.
+//!
+//! [`JournalBackend`] works directly on the journal in `--data-dir` (this build). Once the
+//! local API lands, a client implementation replaces it and the commands stay as they are:
+//! the trait's types are plain views, independent of both the journal and the wire format.
+
+use std::path::{Path, PathBuf};
+
+use rm_core::{
+    Arch, Host, HostId, HostLabel, Label, LabelSet, Os, Policy, PolicySpec, ProfileName,
+    RoutingPrefix, Target, WorkspaceMode,
+};
+use rm_journal::{Journal, JournalError};
+use serde::Serialize;
+
+use crate::exit::{ExitCode, Failure};
+use crate::paths;
+
+/// The most runners a host or a policy may be given: far above what one machine runs, low
+/// enough to catch a typo (an extra zero).
+pub const MAX_CAPACITY: u32 = 256;
+
+/// How many runners a new policy may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capacity {
+    /// Up to the host's capacity.
+    HostDefault,
+    Max(u32),
+    /// Watch demand, start nothing.
+    MonitorOnly,
+}
+
+/// `repo add` / `org add`.
+#[derive(Debug, Clone)]
+pub struct AddTarget {
+    pub target: Target,
+    pub profile: ProfileName,
+    pub enabled: bool,
+    pub capacity: Capacity,
+    pub min_capacity: u32,
+    pub extra_labels: Vec<Label>,
+}
+
+/// `repo set` / `org set`: `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateTarget {
+    pub capacity: Option<Capacity>,
+    pub min_capacity: Option<u32>,
+    pub enabled: Option<bool>,
+    pub extra_labels: Option<Vec<Label>>,
+}
+
+/// One policy as the CLI shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetView {
+    pub id: i64,
+    pub target: String,
+    pub kind: &'static str,
+    pub profile: String,
+    pub enabled: bool,
+    pub state: String,
+    pub max_capacity: Option<u32>,
+    pub min_capacity: u32,
+    pub routing_label: String,
+    pub labels: Vec<String>,
+    pub active_runners: u32,
+}
+
+/// This host as the CLI shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostView {
+    pub id: String,
+    pub label: String,
+    pub os: String,
+    pub arch: String,
+    pub capacity: u32,
+    pub runner_root: PathBuf,
+}
+
+/// `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusView {
+    pub host: HostView,
+    pub targets: Vec<TargetView>,
+    pub active_runners: u32,
+    /// Milliseconds since the epoch of the last pass that reached GitHub.
+    pub last_github_contact_ms: Option<i64>,
+    /// How this answer was obtained (`journal` until the local API is wired).
+    pub source: &'static str,
+}
+
+/// The operations behind `repo`, `org`, `host` and `status`.
+pub trait Backend {
+    fn add_target(&mut self, req: &AddTarget) -> Result<TargetView, Failure>;
+    fn list_targets(&mut self) -> Result<Vec<TargetView>, Failure>;
+    fn update_target(
+        &mut self,
+        target: &Target,
+        profile: &ProfileName,
+        change: &UpdateTarget,
+    ) -> Result<TargetView, Failure>;
+    fn remove_target(
+        &mut self,
+        target: &Target,
+        profile: &ProfileName,
+    ) -> Result<TargetView, Failure>;
+    fn host(&mut self) -> Result<HostView, Failure>;
+    fn set_host_capacity(&mut self, capacity: u32) -> Result<HostView, Failure>;
+    fn status(&mut self) -> Result<StatusView, Failure>;
+}
+
+/// The journal in a data directory, used directly.
+#[derive(Debug)]
+pub struct JournalBackend {
+    journal: Journal,
+    data_dir: PathBuf,
+}
+
+impl JournalBackend {
+    /// Open (creating if needed) the data directory's journal.
+    pub fn open(data_dir: &Path) -> Result<Self, Failure> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            Failure::internal(format!(
+                "cannot create the data directory {}: {e}; choose another with `--data-dir`",
+                data_dir.display()
+            ))
+        })?;
+        let journal = Journal::open(paths::journal_path(data_dir)).map_err(journal_failure)?;
+        Ok(Self {
+            journal,
+            data_dir: data_dir.to_path_buf(),
+        })
+    }
+
+    /// The host row, created on first use from the machine's name, OS, architecture and CPUs.
+    fn ensure_host(&mut self) -> Result<(Host, PathBuf), Failure> {
+        if let Some(rec) = self.journal.get_host().map_err(journal_failure)? {
+            let root = rec
+                .runner_root
+                .unwrap_or_else(|| paths::default_runner_root(&self.data_dir));
+            return Ok((rec.host, root));
+        }
+        let host = machine_host()?;
+        self.journal
+            .put_host(&host, None)
+            .map_err(journal_failure)?;
+        Ok((host, paths::default_runner_root(&self.data_dir)))
+    }
+
+    fn find(&mut self, target: &Target, profile: &ProfileName) -> Result<Policy, Failure> {
+        let wanted = target.to_string().to_ascii_lowercase();
+        self.journal
+            .list_policies()
+            .map_err(journal_failure)?
+            .into_iter()
+            .find(|p| {
+                p.target().to_string().to_ascii_lowercase() == wanted && p.profile() == profile
+            })
+            .ok_or_else(|| {
+                let noun = noun(target);
+                Failure::new(
+                    ExitCode::NotFound,
+                    format!(
+                        "{target}{} is not served by this host: add it with `runner-manager {noun} \
+                         add {target}`, or see what is with `runner-manager {noun} list`",
+                        profile_suffix(profile)
+                    ),
+                )
+            })
+    }
+
+    fn view(&mut self, policy: &Policy, host: &Host) -> Result<TargetView, Failure> {
+        let active = self
+            .journal
+            .active_count(policy.id())
+            .map_err(journal_failure)?;
+        Ok(view(policy, host, active))
+    }
+}
+
+fn noun(target: &Target) -> &'static str {
+    if target.is_organization() {
+        "org"
+    } else {
+        "repo"
+    }
+}
+
+fn profile_suffix(profile: &ProfileName) -> String {
+    if profile.is_default() {
+        String::new()
+    } else {
+        format!(" (profile {profile})")
+    }
+}
+
+fn view(policy: &Policy, host: &Host, active: u32) -> TargetView {
+    TargetView {
+        id: policy.id().get(),
+        target: policy.target().to_string(),
+        kind: if policy.target().is_organization() {
+            "organization"
+        } else {
+            "repository"
+        },
+        profile: policy.profile().to_string(),
+        enabled: policy.enabled(),
+        state: policy.state().to_string(),
+        max_capacity: policy.max_capacity(),
+        min_capacity: policy.min_capacity(),
+        routing_label: host
+            .routing_label(&RoutingPrefix::default(), policy.profile())
+            .to_string(),
+        labels: policy.labels().to_strings(),
+        active_runners: active,
+    }
+}
+
+fn host_view(host: &Host, root: &Path) -> HostView {
+    HostView {
+        id: host.id.to_string(),
+        label: host.label.to_string(),
+        os: host.os.to_string(),
+        arch: host.arch.to_string(),
+        capacity: host.capacity,
+        runner_root: root.to_path_buf(),
+    }
+}
+
+/// Half the CPUs (at least one): leaves the machine usable while runners work.
+pub fn default_capacity() -> u32 {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    u32::try_from(cpus / 2).unwrap_or(1).clamp(1, MAX_CAPACITY)
+}
+
+fn machine_name() -> String {
+    #[cfg(unix)]
+    {
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_default()
+    }
+    #[cfg(not(unix))]
+    {
+        std::env::var("COMPUTERNAME").unwrap_or_default()
+    }
+}
+
+/// A stable id: the OS machine id where there is one, else the label and the creation time.
+fn machine_host_id(label: &HostLabel) -> Result<HostId, Failure> {
+    let from_machine_id = std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .and_then(|s| HostId::new(s.trim()).ok());
+    if let Some(id) = from_machine_id {
+        return Ok(id);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    HostId::new(format!("{label}-{nanos:x}")).map_err(|e| Failure::internal(e.to_string()))
+}
+
+fn machine_host() -> Result<Host, Failure> {
+    let os = Os::from_std(std::env::consts::OS).ok_or_else(|| {
+        Failure::new(
+            ExitCode::Unsupported,
+            format!("GitHub's runner does not support {}", std::env::consts::OS),
+        )
+    })?;
+    let arch = Arch::from_std(std::env::consts::ARCH).ok_or_else(|| {
+        Failure::new(
+            ExitCode::Unsupported,
+            format!(
+                "GitHub's runner does not support {}",
+                std::env::consts::ARCH
+            ),
+        )
+    })?;
+    let label = HostLabel::from_machine_name(&machine_name());
+    Ok(Host {
+        id: machine_host_id(&label)?,
+        os,
+        arch,
+        label,
+        capacity: default_capacity(),
+    })
+}
+
+/// A journal failure as the CLI reports it.
+pub fn journal_failure(e: JournalError) -> Failure {
+    let code = match &e {
+        JournalError::Conflict { .. } | JournalError::Duplicate { .. } => ExitCode::Conflict,
+        JournalError::NotFound { .. } => ExitCode::NotFound,
+        JournalError::InvalidInput { .. } => ExitCode::Usage,
+        _ => ExitCode::Internal,
+    };
+    Failure::new(code, e.to_string())
+}
+
+fn labels_for(host: &Host, profile: &ProfileName, extra: &[Label]) -> Result<LabelSet, Failure> {
+    let routing = host.routing_label(&RoutingPrefix::default(), profile);
+    LabelSet::new(std::iter::once(routing).chain(extra.iter().cloned()))
+        .map_err(|e| Failure::usage(format!("{e}: pass fewer `--label`s")))
+}
+
+/// Retries of a compare-and-set that lost to a concurrent writer (the daemon's loop).
+const CAS_ATTEMPTS: usize = 3;
+
+impl Backend for JournalBackend {
+    fn add_target(&mut self, req: &AddTarget) -> Result<TargetView, Failure> {
+        let (host, _) = self.ensure_host()?;
+        let max = match req.capacity {
+            Capacity::HostDefault => Some(host.capacity.max(1)),
+            Capacity::Max(n) => Some(n),
+            Capacity::MonitorOnly => None,
+        };
+        let spec = PolicySpec {
+            target: req.target.clone(),
+            profile: req.profile.clone(),
+            enabled: req.enabled,
+            max_capacity: max,
+            min_capacity: req.min_capacity,
+            labels: labels_for(&host, &req.profile, &req.extra_labels)?,
+            workspace_mode: WorkspaceMode::Ephemeral,
+        };
+        spec.validate().map_err(|e| Failure::usage(e.to_string()))?;
+        // A different spelling of the same target is the same target at GitHub.
+        if self.find(&req.target, &req.profile).is_ok() {
+            let noun = noun(&req.target);
+            return Err(Failure::new(
+                ExitCode::Conflict,
+                format!(
+                    "{}{} is already served by this host: change it with `runner-manager {noun} \
+                     set {}`",
+                    req.target,
+                    profile_suffix(&req.profile),
+                    req.target
+                ),
+            ));
+        }
+        let policy = self.journal.insert_policy(&spec).map_err(journal_failure)?;
+        Ok(view(&policy, &host, 0))
+    }
+
+    fn list_targets(&mut self) -> Result<Vec<TargetView>, Failure> {
+        let policies = self.journal.list_policies().map_err(journal_failure)?;
+        if policies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (host, _) = self.ensure_host()?;
+        let counts = self
+            .journal
+            .active_counts_by_policy()
+            .map_err(journal_failure)?;
+        Ok(policies
+            .iter()
+            .map(|p| view(p, &host, counts.get(&p.id()).copied().unwrap_or(0)))
+            .collect())
+    }
+
+    fn update_target(
+        &mut self,
+        target: &Target,
+        profile: &ProfileName,
+        change: &UpdateTarget,
+    ) -> Result<TargetView, Failure> {
+        let (host, _) = self.ensure_host()?;
+        let mut last = None;
+        for _ in 0..CAS_ATTEMPTS {
+            let mut policy = self.find(target, profile)?;
+            let max = match change.capacity {
+                None => policy.max_capacity(),
+                Some(Capacity::HostDefault) => Some(host.capacity.max(1)),
+                Some(Capacity::Max(n)) => Some(n),
+                Some(Capacity::MonitorOnly) => None,
+            };
+            let min = change.min_capacity.unwrap_or(policy.min_capacity());
+            policy
+                .set_capacity(max, min)
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            if let Some(enabled) = change.enabled {
+                policy.set_enabled(enabled);
+            }
+            if let Some(extra) = &change.extra_labels {
+                policy.set_labels(labels_for(&host, profile, extra)?);
+            }
+            match self.journal.update_policy(&policy) {
+                Ok(stored) => return self.view(&stored, &host),
+                Err(e @ JournalError::Conflict { .. }) => last = Some(e),
+                Err(e) => return Err(journal_failure(e)),
+            }
+        }
+        let detail = last.map(|e| e.to_string()).unwrap_or_default();
+        Err(Failure::new(
+            ExitCode::Conflict,
+            format!("{target} kept changing while being updated ({detail}): run the command again"),
+        ))
+    }
+
+    fn remove_target(
+        &mut self,
+        target: &Target,
+        profile: &ProfileName,
+    ) -> Result<TargetView, Failure> {
+        let (host, _) = self.ensure_host()?;
+        let policy = self.find(target, profile)?;
+        let shown = self.view(&policy, &host)?;
+        self.journal
+            .delete_policy(policy.id())
+            .map_err(journal_failure)?;
+        Ok(shown)
+    }
+
+    fn host(&mut self) -> Result<HostView, Failure> {
+        let (host, root) = self.ensure_host()?;
+        Ok(host_view(&host, &root))
+    }
+
+    fn set_host_capacity(&mut self, capacity: u32) -> Result<HostView, Failure> {
+        let (mut host, root) = self.ensure_host()?;
+        let stored_root = self
+            .journal
+            .get_host()
+            .map_err(journal_failure)?
+            .and_then(|r| r.runner_root);
+        host.capacity = capacity;
+        self.journal
+            .put_host(&host, stored_root.as_deref())
+            .map_err(journal_failure)?;
+        Ok(host_view(&host, &root))
+    }
+
+    fn status(&mut self) -> Result<StatusView, Failure> {
+        let host = self.host()?;
+        let targets = self.list_targets()?;
+        let active_runners = self.journal.active_total().map_err(journal_failure)?;
+        let last_github_contact_ms = self
+            .journal
+            .meta_get(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS)
+            .map_err(journal_failure)?
+            .and_then(|v| v.parse().ok());
+        Ok(StatusView {
+            host,
+            targets,
+            active_runners,
+            last_github_contact_ms,
+            source: "journal",
+        })
+    }
+}

@@ -1,0 +1,318 @@
+//! The real `runner-manager` binary against temporary data directories.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken fixtures
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use rm_daemon::ExitCode;
+
+fn rm(data_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runner-manager"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited by a signal")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(data_dir: &Path, args: &[&str]) -> String {
+    let o = rm(data_dir, args);
+    assert_eq!(
+        code(&o),
+        0,
+        "{args:?}: stdout {} stderr {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+fn fails(data_dir: &Path, args: &[&str], expected: ExitCode) -> String {
+    let o = rm(data_dir, args);
+    assert_eq!(
+        code(&o),
+        i32::from(expected.code()),
+        "{args:?}: stdout {} stderr {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stderr(&o)
+}
+
+fn json(data_dir: &Path, args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(data_dir, args)).unwrap()
+}
+
+fn journal_view(data_dir: &Path) -> Vec<u8> {
+    // The WAL may hold committed pages too; compare what a reader sees instead of bytes.
+    let o = rm(data_dir, &["status", "--json"]);
+    o.stdout
+}
+
+#[test]
+fn version_is_name_and_semver() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(dir.path(), &["--version"]);
+    assert_eq!(out, format!("runner-manager {}\n", rm_daemon::VERSION));
+}
+
+#[test]
+fn repos_add_list_set_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = ok(
+        d,
+        &[
+            "repo",
+            "add",
+            "me/app",
+            "--max-runners",
+            "2",
+            "--label",
+            "gpu",
+        ],
+    );
+    let host = json(d, &["host", "show", "--json"]);
+    let routing = format!(
+        "rm-{}-{}-{}",
+        host["label"].as_str().unwrap(),
+        host["os"].as_str().unwrap(),
+        host["arch"].as_str().unwrap()
+    );
+    assert!(out.contains(&format!("runs-on: {routing}\n")), "{out}");
+
+    let list = json(d, &["repo", "list", "--json"]);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["target"], "me/app");
+    assert_eq!(list[0]["max_capacity"], 2);
+    assert_eq!(list[0]["enabled"], true);
+    assert_eq!(list[0]["labels"], serde_json::json!([routing, "gpu"]));
+
+    // A second profile gets its own routing label.
+    let out = ok(
+        d,
+        &[
+            "repo",
+            "add",
+            "me/app",
+            "--profile",
+            "big",
+            "--monitor-only",
+        ],
+    );
+    assert!(out.contains(&format!("runs-on: {routing}-big\n")), "{out}");
+
+    ok(
+        d,
+        &["repo", "set", "me/app", "--max-runners", "3", "--disable"],
+    );
+    let list = json(d, &["repo", "list", "--json"]);
+    let app = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["profile"] == "default")
+        .unwrap();
+    assert_eq!(app["max_capacity"], 3);
+    assert_eq!(app["enabled"], false);
+
+    // Orgs are listed apart from repos.
+    ok(d, &["org", "add", "octo-org"]);
+    assert_eq!(
+        json(d, &["org", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        json(d, &["repo", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    ok(d, &["org", "set", "octo-org", "--monitor-only"]);
+    assert!(json(d, &["org", "list", "--json"])[0]["max_capacity"].is_null());
+
+    let out = ok(d, &["repo", "remove", "me/app"]);
+    assert!(out.contains("removed me/app"), "{out}");
+    ok(d, &["repo", "remove", "ME/App", "--profile", "big"]);
+    ok(d, &["org", "remove", "octo-org"]);
+    assert_eq!(json(d, &["repo", "list", "--json"]), serde_json::json!([]));
+    let text = ok(d, &["repo", "list"]);
+    assert!(text.contains("runner-manager repo add"), "{text}");
+}
+
+#[test]
+fn host_capacity_is_validated_and_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let host = json(d, &["host", "show", "--json"]);
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(host["capacity"].as_u64().unwrap(), (cpus / 2).max(1));
+    ok(d, &["host", "set-capacity", "7"]);
+    assert_eq!(json(d, &["host", "show", "--json"])["capacity"], 7);
+    let before = journal_view(d);
+    for bad in ["0", "-1", "257", "99999999999", "seven"] {
+        let err = fails(d, &["host", "set-capacity", bad], ExitCode::Usage);
+        assert!(err.contains(bad), "{bad}: {err}");
+    }
+    assert_eq!(
+        journal_view(d),
+        before,
+        "a refused command changed the journal"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_a_fix_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(d, &["repo", "add", "me/app"]);
+    let before = journal_view(d);
+
+    let err = fails(d, &["repo", "add", "me/bad name"], ExitCode::Usage);
+    assert!(err.contains("repository name 'bad name'"), "{err}");
+    let err = fails(d, &["repo", "add", "octo"], ExitCode::Usage);
+    assert!(err.contains("runner-manager org add octo"), "{err}");
+    let err = fails(d, &["org", "add", "me/app"], ExitCode::Usage);
+    assert!(err.contains("runner-manager repo add me/app"), "{err}");
+    fails(d, &["repo", "add", "a/b/c"], ExitCode::Usage);
+    fails(d, &["repo", "add", "-x/app"], ExitCode::Usage);
+    fails(
+        d,
+        &["repo", "add", "me/other", "--max-runners", "0"],
+        ExitCode::Usage,
+    );
+    fails(
+        d,
+        &["repo", "add", "me/other", "--max-runners", "-3"],
+        ExitCode::Usage,
+    );
+    fails(
+        d,
+        &["repo", "add", "me/other", "--max-runners", "100000"],
+        ExitCode::Usage,
+    );
+    let err = fails(
+        d,
+        &[
+            "repo",
+            "add",
+            "me/other",
+            "--max-runners",
+            "1",
+            "--min-runners",
+            "2",
+        ],
+        ExitCode::Usage,
+    );
+    assert!(
+        err.contains("min_capacity 2 is above max_capacity 1"),
+        "{err}"
+    );
+    fails(
+        d,
+        &["repo", "add", "me/other", "--label", "bad label"],
+        ExitCode::Usage,
+    );
+    fails(
+        d,
+        &["repo", "add", "me/other", "--profile", "Big"],
+        ExitCode::Usage,
+    );
+    fails(
+        d,
+        &["repo", "add", "me/other", "--frobnicate"],
+        ExitCode::Usage,
+    );
+    fails(d, &["repo", "set", "me/app"], ExitCode::Usage);
+    fails(
+        d,
+        &["repo", "set", "me/app", "--enable", "--disable"],
+        ExitCode::Usage,
+    );
+
+    let err = fails(d, &["repo", "add", "me/app"], ExitCode::Conflict);
+    assert!(err.contains("runner-manager repo set me/app"), "{err}");
+    let err = fails(d, &["repo", "add", "Me/APP"], ExitCode::Conflict);
+    assert!(err.contains("already"), "{err}");
+    let err = fails(d, &["repo", "remove", "me/nope"], ExitCode::NotFound);
+    assert!(err.contains("runner-manager repo add me/nope"), "{err}");
+    fails(
+        d,
+        &["repo", "set", "me/nope", "--enable"],
+        ExitCode::NotFound,
+    );
+
+    assert_eq!(
+        journal_view(d),
+        before,
+        "a refused command changed the journal"
+    );
+}
+
+#[test]
+fn status_json_reads_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(d, &["repo", "add", "me/app", "--max-runners", "1"]);
+    let s = json(d, &["status", "--json"]);
+    assert_eq!(s["active_runners"], 0);
+    assert_eq!(s["targets"][0]["target"], "me/app");
+    assert!(s["last_github_contact_ms"].is_null());
+    let text = ok(d, &["status"]);
+    assert!(text.contains("me/app"), "{text}");
+}
+
+#[test]
+fn commands_not_wired_yet_say_so_with_their_own_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = fails(dir.path(), &["auth", "login"], ExitCode::Unsupported);
+    assert!(err.contains("not wired"), "{err}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn service_install_without_systemd_says_how_to_run_instead() {
+    if Path::new("/run/systemd/system").exists() {
+        eprintln!("SKIPPED: systemd is running here; this test covers machines without it (CI)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    for args in [
+        &["service", "install", "--start-at", "boot"][..],
+        &["service", "install", "--start-at", "login"][..],
+        &["service", "uninstall"][..],
+    ] {
+        let err = fails(&d, args, ExitCode::Unsupported);
+        assert!(
+            err.contains("systemd is not running on this machine"),
+            "{err}"
+        );
+        assert!(err.contains("runner-manager daemon run"), "{err}");
+    }
+    assert!(
+        !d.exists(),
+        "nothing may be written when nothing can be installed"
+    );
+    let o = rm(&d, &["service", "status"]);
+    assert_eq!(code(&o), i32::from(ExitCode::Unsupported.code()));
+    assert!(stdout(&o).contains("not installed"), "{}", stdout(&o));
+}
