@@ -2,12 +2,14 @@
 //! request) → the runner process spawned, and → the job taken (`in_progress`), p50/p99 over
 //! `--jobs` jobs (default 50) one after another, with a warm package cache.
 //!
-//! `cargo run --release -p rm-adapters --example pickup-bench -- [--jobs N] [--poll-ms MS]`
+//! `cargo run --release -p rm-adapters --example pickup-bench -- [--jobs N] [--poll-ms MS | --planner]`
 //! (the loop's poll interval dominates the spawn figure: on average half of it is waiting).
+//! `--planner` polls at the budget planner's interval for one target (`BudgetPoll`), as the
+//! service does.
 
 use rm_adapters::{
-    spawn_target_loops, GitHubAdapter, GitHubPackageSource, HostAdapter, JournalAdapter,
-    LifecycleConfig,
+    spawn_target_loops, BudgetPoll, GitHubAdapter, GitHubPackageSource, HostAdapter,
+    JournalAdapter, LifecycleConfig,
 };
 use rm_agent::EventKind;
 use rm_core::{
@@ -62,6 +64,7 @@ fn report(what: &str, mut xs: Vec<Duration>) {
 async fn main() -> anyhow::Result<()> {
     let jobs = arg("--jobs", 50)?;
     let poll_ms = arg("--poll-ms", 1000)?;
+    let use_planner = std::env::args().any(|a| a == "--planner");
     let gh = FakeGitHub::start(FakeConfig {
         poll_hold: Duration::from_millis(500),
         session_timeout: Duration::from_secs(3),
@@ -118,7 +121,13 @@ async fn main() -> anyhow::Result<()> {
         Fault::Latency(Duration::from_millis(50)),
     ));
 
-    let mut config = LifecycleConfig::new(Arc::new(Duration::from_millis(poll_ms)));
+    let poll: Arc<dyn rm_agent::PollInterval> = if use_planner {
+        Arc::new(BudgetPoll::new(client.clone(), 1))
+    } else {
+        Arc::new(Duration::from_millis(poll_ms))
+    };
+    let planner_poll = use_planner.then(|| BudgetPoll::new(client.clone(), 1));
+    let mut config = LifecycleConfig::new(poll);
     config.exit_poll = Duration::from_millis(200);
     let lifecycle = spawn_target_loops(
         JournalAdapter::new(journal),
@@ -194,12 +203,29 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // Queue the next job at a spread-out point of the poll cycle, not right after a pass.
-        tokio::time::sleep(Duration::from_millis((i * 7919 + 131) % poll_ms.max(1))).await;
+        let cycle = match &planner_poll {
+            Some(p) => {
+                use rm_agent::PollInterval;
+                p.next_interval().as_millis() as u64
+            }
+            None => poll_ms,
+        };
+        tokio::time::sleep(Duration::from_millis((i * 7919 + 131) % cycle.max(1))).await;
     }
     let _ = tx.send(true);
     let _ = runner.await;
 
-    println!("pickup latency, {jobs} jobs, 50 ms per request at the fake, poll interval {poll_ms} ms, warm cache");
+    let interval = match &planner_poll {
+        Some(p) => {
+            use rm_agent::PollInterval;
+            format!(
+                "the budget planner's for 1 target (now {} ms)",
+                p.next_interval().as_millis()
+            )
+        }
+        None => format!("{poll_ms} ms"),
+    };
+    println!("pickup latency, {jobs} jobs, 50 ms per request at the fake, poll interval {interval}, warm cache");
     report("queued -> runner spawned", to_spawn);
     report("queued -> job in_progress", to_taken);
     report("launch (reserve -> starting)", launch_total);

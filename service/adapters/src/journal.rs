@@ -3,7 +3,7 @@
 //! fsync never stalls the async threads.
 
 use rm_agent::{ActiveCounts, JournalError, JournalPort};
-use rm_core::{Attempt, Policy, Target};
+use rm_core::{Attempt, Policy, PolicyId, Target};
 use rm_journal::Journal;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -63,13 +63,7 @@ impl JournalAdapter {
 impl JournalPort for JournalAdapter {
     async fn policies(&self, target: &Target) -> Result<Vec<Policy>, JournalError> {
         let target = target.clone();
-        self.with(move |j| {
-            Ok(j.list_policies()?
-                .into_iter()
-                .filter(|p| *p.target() == target)
-                .collect())
-        })
-        .await
+        self.with(move |j| j.policies_for_target(&target)).await
     }
 
     async fn update_policy(&self, policy: &Policy) -> Result<Policy, JournalError> {
@@ -91,12 +85,24 @@ impl JournalPort for JournalAdapter {
         self.with(|j| j.uncleaned_attempts()).await
     }
 
+    async fn uncleaned_attempts_of(
+        &self,
+        policies: &[PolicyId],
+    ) -> Result<Vec<Attempt>, JournalError> {
+        let policies = policies.to_vec();
+        self.with(move |j| j.uncleaned_attempts_for_policies(&policies))
+            .await
+    }
+
     async fn active_counts(&self) -> Result<ActiveCounts, JournalError> {
+        // One query: the per-policy counts cover every policy id that has an attempt, known
+        // or not, so their sum is the host-wide total (attempts of unknown policies included).
         self.with(|j| {
-            Ok(ActiveCounts {
-                by_policy: j.active_counts_by_policy()?,
-                total: j.active_total()?,
-            })
+            let by_policy = j.active_counts_by_policy()?;
+            let total = by_policy
+                .values()
+                .fold(0u32, |sum, n| sum.saturating_add(*n));
+            Ok(ActiveCounts { by_policy, total })
         })
         .await
     }

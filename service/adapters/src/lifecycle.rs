@@ -1,6 +1,8 @@
 //! The lifecycle of a host: one [`TargetLoop`] per target that has a policy in the journal, all
-//! sharing one [`HostShared`] (the host-wide allocation lock, preparation slots, events), plus a
-//! watcher that notices a runner process has ended and wakes its target's loop at once.
+//! sharing one [`HostShared`] (the host-wide allocation lock, preparation slots, events, the
+//! launch pause), plus a watcher that notices a runner process has ended and wakes its target's
+//! loop at once. Targets added or removed in the journal while running get a loop started or
+//! retired in place, without restarting the others.
 
 use crate::github::GitHubAdapter;
 use crate::host::HostAdapter;
@@ -12,10 +14,11 @@ use rm_agent::{
 use rm_core::{AttemptId, PolicyId, ProcessIdentity, Target};
 use rm_runner::PackageSource;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 /// The loop type the real adapters make.
 pub type RealLoop<S> = TargetLoop<JournalAdapter, GitHubAdapter, Arc<HostAdapter<S>>, SystemClock>;
@@ -43,13 +46,33 @@ impl LifecycleConfig {
     }
 }
 
-/// The loops of one host and what they share.
+/// The loops of one host and what they share. The set of loops follows the journal's targets
+/// while running: [`Lifecycle::sync_targets`] (called by [`Lifecycle::run`] every poll
+/// interval, and by the daemon right after a change) starts a loop for a new target and
+/// retires the loop of a removed one (it starts nothing more, supervises its live runners until
+/// they end, then exits).
 pub struct Lifecycle<S: PackageSource + 'static> {
-    loops: Vec<Arc<RealLoop<S>>>,
+    /// Every loop started and not yet ended: serving ones and retiring ones.
+    loops: Arc<Mutex<Vec<Arc<RealLoop<S>>>>>,
     shared: HostShared,
     journal: JournalAdapter,
+    github: GitHubAdapter,
     host: Arc<HostAdapter<S>>,
-    exit_poll: Duration,
+    config: LifecycleConfig,
+    /// Loops made but not yet started: `run` starts them.
+    spawn_tx: mpsc::UnboundedSender<Arc<RealLoop<S>>>,
+    spawn_rx: Mutex<Option<mpsc::UnboundedReceiver<Arc<RealLoop<S>>>>>,
+    /// One sync at a time: a stale read must never retire a target a newer read kept.
+    sync_lock: tokio::sync::Mutex<()>,
+}
+
+/// What one [`Lifecycle::sync_targets`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetChanges {
+    /// Targets whose loop was started.
+    pub added: Vec<Target>,
+    /// Targets whose loop was told to retire.
+    pub removed: Vec<Target>,
 }
 
 /// The distinct targets of the journal's policies, in the journal's order.
@@ -77,6 +100,10 @@ pub async fn spawn_target_loops<S: PackageSource + 'static>(
     Ok(Lifecycle::new(targets, journal, github, host, config))
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl<S: PackageSource + 'static> Lifecycle<S> {
     pub fn new(
         targets: Vec<Target>,
@@ -86,34 +113,55 @@ impl<S: PackageSource + 'static> Lifecycle<S> {
         config: LifecycleConfig,
     ) -> Self {
         let shared = HostShared::new(config.max_preparations);
-        let loops = targets
-            .into_iter()
-            .map(|target| {
-                Arc::new(TargetLoop::new(
-                    target,
-                    Ports {
-                        journal: journal.clone(),
-                        github: github.clone(),
-                        host: Arc::clone(&host),
-                        clock: SystemClock,
-                    },
-                    shared.clone(),
-                    config.agent.clone(),
-                    Arc::clone(&config.poll),
-                ))
-            })
-            .collect();
-        Lifecycle {
-            loops,
+        let (spawn_tx, spawn_rx) = mpsc::unbounded_channel();
+        let lifecycle = Lifecycle {
+            loops: Arc::new(Mutex::new(Vec::new())),
             shared,
             journal,
+            github,
             host,
-            exit_poll: config.exit_poll,
+            config,
+            spawn_tx,
+            spawn_rx: Mutex::new(Some(spawn_rx)),
+            sync_lock: tokio::sync::Mutex::new(()),
+        };
+        for target in targets {
+            lifecycle.start_loop(target);
         }
+        lifecycle
     }
 
-    pub fn loops(&self) -> &[Arc<RealLoop<S>>] {
-        &self.loops
+    /// Makes the loop of `target`, records it and hands it to `run` (caller holds no lock).
+    fn start_loop(&self, target: Target) {
+        let lp = Arc::new(TargetLoop::new(
+            target,
+            Ports {
+                journal: self.journal.clone(),
+                github: self.github.clone(),
+                host: Arc::clone(&self.host),
+                clock: SystemClock,
+            },
+            self.shared.clone(),
+            self.config.agent.clone(),
+            Arc::clone(&self.config.poll),
+        ));
+        lock(&self.loops).push(Arc::clone(&lp));
+        // The receiver lives as long as `self`; a send cannot fail while `self` exists.
+        let _ = self.spawn_tx.send(lp);
+    }
+
+    /// The loops running now (serving and retiring), in start order.
+    pub fn loops(&self) -> Vec<Arc<RealLoop<S>>> {
+        lock(&self.loops).clone()
+    }
+
+    /// The targets served now (loops not retiring).
+    pub fn targets(&self) -> Vec<Target> {
+        lock(&self.loops)
+            .iter()
+            .filter(|lp| !lp.is_retiring())
+            .map(|lp| lp.target().clone())
+            .collect()
     }
 
     /// The allocation lock, preparation slots and the event channel (`subscribe()`).
@@ -121,33 +169,122 @@ impl<S: PackageSource + 'static> Lifecycle<S> {
         &self.shared
     }
 
-    /// Runs every loop (startup recovery first, then passes) and the exit watcher until
-    /// `shutdown` turns true; each loop then drains with its configured deadline. Returns each
-    /// target's drain report.
-    pub async fn run(&self, shutdown: watch::Receiver<bool>) -> Vec<(Target, DrainReport)> {
-        let mut set = JoinSet::new();
-        for lp in &self.loops {
-            let lp = Arc::clone(lp);
-            let rx = shutdown.clone();
-            set.spawn(async move {
-                let report = lp.run(rx).await;
-                (lp.target().clone(), report)
-            });
+    /// Re-reads the journal's targets: starts a loop for each new one and retires the loop of
+    /// each one gone (it finishes its running jobs; nothing is interrupted). A target removed
+    /// and added back before its old loop ended is started again once that loop has ended
+    /// (two loops never supervise one target). A failed read changes nothing.
+    pub async fn sync_targets(&self) -> Result<TargetChanges, rm_agent::JournalError> {
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let targets = journal_targets(&self.journal).await?;
+        let mut changes = TargetChanges::default();
+        let to_start: Vec<Target> = {
+            let loops = lock(&self.loops);
+            for lp in loops.iter() {
+                if !lp.is_retiring() && !targets.contains(lp.target()) {
+                    lp.retire();
+                    changes.removed.push(lp.target().clone());
+                }
+            }
+            targets
+                .into_iter()
+                .filter(|t| !loops.iter().any(|lp| lp.target() == t))
+                .collect()
+        };
+        for target in to_start {
+            self.start_loop(target.clone());
+            changes.added.push(target);
         }
+        for t in &changes.added {
+            tracing::info!(gh_target = %t, "target added; its loop starts");
+        }
+        for t in &changes.removed {
+            tracing::info!(gh_target = %t, "target removed; its loop finishes its running jobs, starts nothing, then ends");
+        }
+        Ok(changes)
+    }
+
+    /// Runs a pass of `target`'s loop now (after an API change) instead of at its next poll.
+    /// False when no loop serves that target.
+    pub fn wake(&self, target: &Target) -> bool {
+        let loops = lock(&self.loops);
+        let mut woken = false;
+        for lp in loops.iter().filter(|lp| lp.target() == target) {
+            lp.wake();
+            woken = true;
+        }
+        woken
+    }
+
+    /// Stops starting runners host-wide; supervision, conclusion and cleanup go on.
+    pub fn pause(&self) {
+        self.shared.pause_launching();
+    }
+
+    /// Starts runners again, with a pass of every loop now.
+    pub fn resume(&self) {
+        self.shared.resume_launching();
+        for lp in lock(&self.loops).iter() {
+            lp.wake();
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.shared.is_launching_paused()
+    }
+
+    /// Runs every loop (startup recovery first, then passes) and the exit watcher until
+    /// `shutdown` turns true; each loop then drains with its configured deadline. Re-reads the
+    /// journal's targets every poll interval meanwhile ([`Lifecycle::sync_targets`]). Returns
+    /// the drain report of every loop that ended, retired ones included. Call it once.
+    pub async fn run(&self, shutdown: watch::Receiver<bool>) -> Vec<(Target, DrainReport)> {
+        let Some(mut to_spawn) = lock(&self.spawn_rx).take() else {
+            tracing::error!("Lifecycle::run called twice; the second call does nothing");
+            return Vec::new();
+        };
         let watcher = tokio::spawn(watch_exits(
             self.journal.clone(),
             Arc::clone(&self.host),
-            self.loops
-                .iter()
-                .map(|lp| (lp.target().clone(), lp.exit_notifier()))
-                .collect(),
-            self.exit_poll,
+            Arc::clone(&self.loops),
+            self.config.exit_poll,
         ));
+        let mut set: JoinSet<(Arc<RealLoop<S>>, DrainReport)> = JoinSet::new();
         let mut reports = Vec::new();
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok(r) => reports.push(r),
-                Err(e) => tracing::error!(error = %e, "a target loop task failed"),
+        let mut stop = shutdown.clone();
+        let mut stopping = *stop.borrow();
+        let mut next_sync = Instant::now() + self.config.poll.next_interval();
+        loop {
+            if stopping && set.is_empty() {
+                // A loop made but not started yet still recovers, then drains at once.
+                match to_spawn.try_recv() {
+                    Ok(lp) => spawn_loop(&mut set, lp, shutdown.clone()),
+                    Err(_) => break,
+                }
+                continue;
+            }
+            tokio::select! {
+                Some(lp) = to_spawn.recv() => spawn_loop(&mut set, lp, shutdown.clone()),
+                Some(joined) = set.join_next(), if !set.is_empty() => match joined {
+                    Ok((lp, report)) => {
+                        lock(&self.loops).retain(|l| !Arc::ptr_eq(l, &lp));
+                        reports.push((lp.target().clone(), report));
+                        if !stopping {
+                            // A target added back while its old loop was retiring starts now.
+                            if let Err(e) = self.sync_targets().await {
+                                tracing::warn!(error = %e, "targets not re-read; keeping the current set");
+                            }
+                        }
+                    }
+                    Err(e) => tracing::error!(error = %e, "a target loop task failed"),
+                },
+                _ = tokio::time::sleep_until(next_sync), if !stopping => {
+                    if let Err(e) = self.sync_targets().await {
+                        tracing::warn!(error = %e, "targets not re-read; keeping the current set");
+                    }
+                    next_sync = Instant::now() + self.config.poll.next_interval();
+                }
+                changed = stop.changed(), if !stopping => {
+                    stopping = changed.is_err() || *stop.borrow();
+                }
             }
         }
         watcher.abort();
@@ -155,27 +292,41 @@ impl<S: PackageSource + 'static> Lifecycle<S> {
     }
 }
 
+fn spawn_loop<S: PackageSource + 'static>(
+    set: &mut JoinSet<(Arc<RealLoop<S>>, DrainReport)>,
+    lp: Arc<RealLoop<S>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    set.spawn(async move {
+        let report = lp.run(shutdown).await;
+        (lp, report)
+    });
+}
+
 /// Every `every`, inspects the journalled process of each live attempt; when one has ended,
-/// wakes the loop of its target once (the loop concludes it in its next pass instead of at the
-/// next poll).
+/// wakes the loop that supervises it once (the loop concludes it in its next pass instead of
+/// at the next poll). Ownership comes from each loop's last copy of its policies, so a retiring
+/// loop whose policies were deleted is still woken.
 async fn watch_exits<S: PackageSource + 'static>(
     journal: JournalAdapter,
     host: Arc<HostAdapter<S>>,
-    notifiers: Vec<(Target, Arc<Notify>)>,
+    loops: Arc<Mutex<Vec<Arc<RealLoop<S>>>>>,
     every: Duration,
 ) {
     let mut notified: HashSet<(AttemptId, ProcessIdentity)> = HashSet::new();
     loop {
         tokio::time::sleep(every).await;
-        let (Ok(attempts), Ok(policies)) = (
-            journal.uncleaned_attempts().await,
-            journal.with(|j| j.list_policies()).await,
-        ) else {
+        let Ok(attempts) = journal.uncleaned_attempts().await else {
             continue;
         };
-        let target_of: HashMap<PolicyId, Target> = policies
-            .into_iter()
-            .map(|p| (p.id(), p.target().clone()))
+        let owner: HashMap<PolicyId, Arc<RealLoop<S>>> = lock(&loops)
+            .iter()
+            .flat_map(|lp| {
+                lp.policies()
+                    .into_iter()
+                    .map(|p| (p.id(), Arc::clone(lp)))
+                    .collect::<Vec<_>>()
+            })
             .collect();
         let mut live = HashSet::new();
         for attempt in attempts.iter().filter(|a| !a.is_terminal()) {
@@ -187,12 +338,9 @@ async fn watch_exits<S: PackageSource + 'static>(
             if notified.contains(&key) || host.inspect(process).await.unwrap_or(true) {
                 continue;
             }
-            let Some(target) = target_of.get(&attempt.policy_id()) else {
-                continue;
-            };
-            if let Some((_, notify)) = notifiers.iter().find(|(t, _)| t == target) {
+            if let Some(lp) = owner.get(&attempt.policy_id()) {
                 tracing::debug!(attempt = %attempt.id(), pid = process.pid, "runner process ended; waking its loop");
-                notify.notify_one();
+                lp.wake();
                 notified.insert(key);
             }
         }

@@ -1,6 +1,7 @@
 //! Tunables of the loop, with the reference system's values as defaults.
 
 use rm_core::Timeouts;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, Mutex, Semaphore};
@@ -95,6 +96,8 @@ pub struct HostShared {
     pub allocation_lock: Arc<Mutex<()>>,
     pub preparations: Arc<Semaphore>,
     pub events: broadcast::Sender<AgentEvent>,
+    /// Launching paused host-wide by the operator: passes still supervise, start nothing.
+    pub launching_paused: Arc<AtomicBool>,
 }
 
 impl HostShared {
@@ -105,7 +108,21 @@ impl HostShared {
             allocation_lock: Arc::new(Mutex::new(())),
             preparations: Arc::new(Semaphore::new(max_preparations.max(1))),
             events,
+            launching_paused: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Stops every loop sharing this from starting runners (supervision goes on).
+    pub fn pause_launching(&self) {
+        self.launching_paused.store(true, Ordering::SeqCst);
+    }
+
+    pub fn resume_launching(&self) {
+        self.launching_paused.store(false, Ordering::SeqCst);
+    }
+
+    pub fn is_launching_paused(&self) -> bool {
+        self.launching_paused.load(Ordering::SeqCst)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {

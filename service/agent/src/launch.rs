@@ -5,7 +5,9 @@
 use crate::clock::Clock;
 use crate::events::{EventKind, LaunchFailure, LaunchTimings};
 use crate::ids::next_attempt_id;
-use crate::ports::{DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort};
+use crate::ports::{
+    ActiveCounts, DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort,
+};
 use crate::target_loop::TargetLoop;
 use rm_core::{
     allocate, match_demand, AllocationInput, Attempt, FailureReason, Outcome, Policy, PolicyDemand,
@@ -32,7 +34,7 @@ where
 {
     /// Polls demand, runs the allocator and launches its grants. Returns whether GitHub was
     /// reached and how many runners reached `starting`.
-    pub(crate) async fn allocate_and_launch(&self) -> (bool, u32) {
+    pub(crate) async fn allocate_and_launch(&self, counts: &ActiveCounts) -> (bool, u32) {
         let policies = self.policies();
         let polled: Vec<&Policy> = policies
             .iter()
@@ -69,12 +71,9 @@ where
             });
             matched.insert(p.id(), count.matched);
         }
-        let (counts, capacity) = match (
-            self.ports.journal.active_counts().await,
-            self.ports.journal.host_capacity().await,
-        ) {
-            (Ok(c), Ok(cap)) => (c, cap),
-            (Err(e), _) | (_, Err(e)) => {
+        let capacity = match self.ports.journal.host_capacity().await {
+            Ok(cap) => cap,
+            Err(e) => {
                 tracing::warn!(gh_target = %self.target, error = %e, "capacity unreadable; starting nothing this pass");
                 return (true, 0);
             }

@@ -52,14 +52,17 @@ where
     /// journal does not know are not touched (no ownership proof); they still count against
     /// capacity through the journal's counts. Returns whether GitHub was reached.
     pub(crate) async fn supervise_all(&self, startup: bool) -> bool {
-        let attempts = match self.ports.journal.uncleaned_attempts().await {
+        let own = self.policy_ids();
+        if own.is_empty() {
+            return false;
+        }
+        let attempts = match self.ports.journal.uncleaned_attempts_of(&own).await {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(gh_target = %self.target, error = %e, "attempts unreadable; supervision skipped this pass");
                 return false;
             }
         };
-        let own = self.policy_ids();
         let mine: Vec<Attempt> = attempts
             .into_iter()
             .filter(|a| own.contains(&a.policy_id()) && !a.is_cleaned())
@@ -177,7 +180,7 @@ where
 
     /// Builds the observation; `None` when the process could not be inspected (nothing is
     /// decided blind about a process).
-    async fn observe(&self, attempt: &Attempt, inventory: &Inventory) -> Option<Seen> {
+    async fn observe(&self, attempt: &Attempt, inventory: &mut Inventory) -> Option<Seen> {
         let host = &self.ports.host;
         let runtime = host.runtime_dir(attempt.id());
         let inspected = match attempt.process() {
@@ -195,17 +198,41 @@ where
                 return None;
             }
         };
-        let listed = inventory
+        let mut listed = inventory
             .as_ref()
             .and_then(|m| m.get(attempt.runner_name()))
             .cloned();
-        let github = match (inventory, &listed) {
-            (None, _) => GitHubView::Unreachable,
-            (Some(_), Some(v)) if v.status == RunnerStatus::Online || v.busy => {
-                GitHubView::Registered { busy: v.busy }
+        let mut github = github_view(inventory.is_some(), listed.as_ref());
+        if !process_alive
+            && matches!(github, GitHubView::Registered { .. })
+            && attempt.state().has_process()
+            && !attempt.is_terminal()
+        {
+            // The inventory was read before the process was inspected: a runner that finished
+            // its job and exited in between still shows busy/idle there. Ask again before the
+            // dead process is concluded `orphaned`; the diagnostics are read after this answer.
+            match self
+                .ports
+                .github
+                .runner_by_name(&self.target, attempt.runner_name())
+                .await
+            {
+                Ok(fresh) => {
+                    if let Some(m) = inventory.as_mut() {
+                        match &fresh {
+                            Some(v) => m.insert(v.name.clone(), v.clone()),
+                            None => m.remove(attempt.runner_name()),
+                        };
+                    }
+                    github = github_view(true, fresh.as_ref());
+                    listed = fresh;
+                }
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "runner not re-read; nothing destructive this pass");
+                    github = GitHubView::Unreachable;
+                }
             }
-            (Some(_), _) => GitHubView::NotRegistered,
-        };
+        }
         let evidence = if attempt.state().has_process() {
             host.evidence(&runtime).await
         } else {
@@ -415,5 +442,17 @@ where
                 to: after.state(),
             });
         }
+    }
+}
+
+/// GitHub's view of one runner for the decision: registered only while `online` or busy (a JIT
+/// registration is listed `offline` before its listener connects).
+fn github_view(reached: bool, listed: Option<&RunnerView>) -> GitHubView {
+    match listed {
+        _ if !reached => GitHubView::Unreachable,
+        Some(v) if v.status == RunnerStatus::Online || v.busy => {
+            GitHubView::Registered { busy: v.busy }
+        }
+        _ => GitHubView::NotRegistered,
     }
 }

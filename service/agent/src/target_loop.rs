@@ -4,7 +4,7 @@
 use crate::clock::Clock;
 use crate::config::{AgentConfig, HostShared, PollInterval};
 use crate::events::{EventKind, Events};
-use crate::ports::{GhError, GitHubPort, JournalPort, RunnerHostPort};
+use crate::ports::{ActiveCounts, GhError, GitHubPort, JournalPort, RunnerHostPort};
 use rm_core::{AttemptId, Policy, PolicyId, PolicyState, Target, Timestamp};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +61,9 @@ pub struct TargetLoop<J, G, H, C> {
     pub(crate) policies: Mutex<Vec<Policy>>,
     pub(crate) cleanup: Mutex<HashMap<AttemptId, CleanupBackoff>>,
     pub(crate) draining: AtomicBool,
+    /// The target was removed: start nothing, supervise until this target owns no runner,
+    /// then end (no deadline unless the host shuts down).
+    pub(crate) retiring: AtomicBool,
     pub(crate) recovered: AtomicBool,
     /// One pass at a time per loop: a pass must never supervise an attempt another pass of the
     /// same loop is launching.
@@ -100,6 +103,7 @@ where
             policies: Mutex::new(Vec::new()),
             cleanup: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
+            retiring: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
             pass_lock: tokio::sync::Mutex::new(()),
         }
@@ -149,19 +153,38 @@ where
         let _pass = self.pass_lock.lock().await;
         let startup = !self.recovered.swap(true, Ordering::SeqCst);
         self.refresh_policies().await;
-        // The operator's intent first, so a policy disabled since the last pass starts nothing.
-        self.follow_operator_intent().await;
         let mut reached_github = self.supervise_all(startup).await;
+        // The active counts are read once per pass, after supervision concluded what ended:
+        // the operator's intent, the allocator and the pass report all use this copy (each
+        // launch still re-reads the headroom under the allocation lock).
+        let counts = match self.ports.journal.active_counts().await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable; starting nothing this pass");
+                None
+            }
+        };
+        // The operator's intent before launching, so a policy disabled since the last pass
+        // starts nothing (the allocator also skips policies not enabled).
+        if let (false, Some(counts)) = (self.is_retiring(), &counts) {
+            self.follow_operator_intent(counts).await;
+        }
         let mut launched = 0;
-        if !self.draining.load(Ordering::SeqCst) {
-            let (reached, started) = self.allocate_and_launch().await;
+        let launching = !self.draining.load(Ordering::SeqCst) && !self.shared.is_launching_paused();
+        if let (true, Some(counts)) = (launching, &counts) {
+            let (reached, started) = self.allocate_and_launch(counts).await;
             reached_github |= reached;
             launched = started;
         }
+        let active_owned = match &counts {
+            // Launches that reached `starting` hold a slot; failed ones were concluded.
+            Some(c) => self.owned_in(c).saturating_add(launched),
+            None => self.active_owned().await,
+        };
         let report = PassReport {
             reached_github,
             launched,
-            active_owned: self.active_owned().await,
+            active_owned,
         };
         self.emit(EventKind::PassCompleted {
             reached_github: report.reached_github,
@@ -179,6 +202,9 @@ where
         loop {
             if *shutdown.borrow() {
                 break;
+            }
+            if self.is_retiring() {
+                return self.drain_retired(shutdown).await;
             }
             self.pass().await;
             let wait = self.poll.next_interval();
@@ -227,6 +253,59 @@ where
         }
     }
 
+    /// The target was removed from the host's set: [`TargetLoop::run`] stops starting
+    /// runners, supervises this target's live runners until they end (no deadline unless
+    /// `shutdown` comes, then the configured drain deadline applies) and returns. Policies
+    /// deleted from the journal meanwhile stay known to this loop, so their attempts are still
+    /// supervised, concluded and cleaned.
+    pub fn retire(&self) {
+        self.retiring.store(true, Ordering::SeqCst);
+        self.draining.store(true, Ordering::SeqCst);
+        self.exit.notify_one();
+    }
+
+    pub fn is_retiring(&self) -> bool {
+        self.retiring.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the loop for a pass now (an API change, a resumed launch) instead of at the
+    /// next poll.
+    pub fn wake(&self) {
+        self.exit.notify_one();
+    }
+
+    /// The retired loop's drain: until nothing of this target is active; a shutdown meanwhile
+    /// bounds what is left by the drain deadline.
+    async fn drain_retired(&self, mut shutdown: watch::Receiver<bool>) -> DrainReport {
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let report = self.pass().await;
+            if report.active_owned == 0 {
+                let done = DrainReport {
+                    remaining: 0,
+                    timed_out: false,
+                };
+                self.emit(EventKind::Drained {
+                    remaining: 0,
+                    timed_out: false,
+                });
+                return done;
+            }
+            tokio::select! {
+                _ = self.ports.clock.sleep(self.config.drain_poll) => {}
+                _ = self.exit.notified() => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        self.run_until_drained(self.config.drain_deadline).await
+    }
+
     /// Whether the loop has stopped starting runners.
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
@@ -235,7 +314,19 @@ where
     /// Re-reads the policies; a failed read keeps the last copy.
     pub(crate) async fn refresh_policies(&self) {
         match self.ports.journal.policies(&self.target).await {
-            Ok(policies) => *locked(&self.policies) = policies,
+            Ok(mut policies) => {
+                let mut known = locked(&self.policies);
+                if self.is_retiring() {
+                    // A removed target's policies may be deleted while its runners still run:
+                    // keep supervising them under the last copy.
+                    for old in known.iter() {
+                        if !policies.iter().any(|p| p.id() == old.id()) {
+                            policies.push(old.clone());
+                        }
+                    }
+                }
+                *known = policies;
+            }
             Err(e) => tracing::warn!(
                 gh_target = %self.target, error = %e, "policies could not be re-read; keeping the last copy"
             ),
@@ -248,15 +339,19 @@ where
 
     /// This target's attempts holding a slot, from the journal.
     pub(crate) async fn active_owned(&self) -> u32 {
-        let ids = self.policy_ids();
         match self.ports.journal.active_counts().await {
-            Ok(counts) => ids.iter().map(|id| counts.of(*id)).sum(),
+            Ok(counts) => self.owned_in(&counts),
             Err(e) => {
                 tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable");
                 // Unknown: report one so a drain keeps waiting rather than ending blind.
                 1
             }
         }
+    }
+
+    /// This target's share of `counts`.
+    pub(crate) fn owned_in(&self, counts: &ActiveCounts) -> u32 {
+        self.policy_ids().iter().map(|id| counts.of(*id)).sum()
     }
 
     /// Moves a policy's observed state, compare-and-set in the journal. A lost race or an
@@ -304,10 +399,7 @@ where
 
     /// The operator's `enabled` flag moves the observed state: disable → draining → disabled
     /// once the policy owns nothing; enable → pending.
-    async fn follow_operator_intent(&self) {
-        let Ok(counts) = self.ports.journal.active_counts().await else {
-            return;
-        };
+    async fn follow_operator_intent(&self, counts: &ActiveCounts) {
         let intents: Vec<(PolicyId, PolicyState)> = locked(&self.policies)
             .iter()
             .filter_map(|p| {

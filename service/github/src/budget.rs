@@ -291,7 +291,10 @@ pub struct Planner {
 impl Default for Planner {
     fn default() -> Self {
         Self {
-            floor: Duration::from_secs(5),
+            // Idle polls are free 304s against the hourly limit; what bounds a short interval is
+            // the secondary limit, which `plan` keeps under `secondary_points_per_minute` by
+            // lengthening the interval as targets are added. 1 s keeps pickup p50 under 1.5 s.
+            floor: Duration::from_secs(1),
             ceiling: Duration::from_secs(300),
             primary_share: 0.5,
             secondary_points_per_minute: 600.0,
@@ -364,7 +367,15 @@ mod tests {
 
     #[test]
     fn idle_targets_poll_at_the_floor() {
-        assert_eq!(planner(0.0).poll_interval(1, 5000), Duration::from_secs(5));
+        assert_eq!(planner(0.0).poll_interval(1, 5000), Duration::from_secs(1));
+        // The floor is only reached while the secondary budget allows it: 1 idle target at 1 s
+        // is 120 points/min; 5 targets are exactly the planned 600; 6 must poll slower.
+        let one = planner(0.0).plan(1, 5000);
+        assert!((one.points_per_minute - 120.0).abs() < 1e-6, "{one:?}");
+        assert_eq!(planner(0.0).poll_interval(5, 5000), Duration::from_secs(1));
+        let six = planner(0.0).plan(6, 5000);
+        assert!(six.interval > Duration::from_secs(1), "{six:?}");
+        assert!(six.points_per_minute <= 600.0 + 1e-6, "{six:?}");
     }
 
     #[test]

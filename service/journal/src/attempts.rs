@@ -157,6 +157,34 @@ impl Journal {
         })
     }
 
+    /// The attempts of `policies` not yet `cleaned`, oldest first: what one target's loop
+    /// supervises each pass. Served by the partial index of uncleaned attempts, so the cost
+    /// follows the live attempts of these policies, not the host's whole history.
+    pub fn uncleaned_attempts_for_policies(
+        &mut self,
+        policies: &[PolicyId],
+    ) -> Result<Vec<Attempt>, JournalError> {
+        if policies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = vec!["?"; policies.len()].join(", ");
+        let clause = format!(
+            // `INDEXED BY`: SQLite's planner otherwise prefers `attempts_by_policy`, which walks
+            // every cleaned row of the policy's history; a query the index cannot serve fails
+            // loudly (every test exercising this query would) instead of scanning silently.
+            "INDEXED BY attempts_uncleaned_by_policy \
+             WHERE state <> '{}' AND policy_id IN ({marks}) ORDER BY created_at_ms, id",
+            AttemptState::Cleaned.as_str()
+        );
+        self.run(|conn| {
+            select_many(
+                conn,
+                &clause,
+                params_from_iter(policies.iter().map(|p| p.get())),
+            )
+        })
+    }
+
     /// How many attempts of `policy` hold a runner slot (the states for which
     /// `AttemptState::counts_against_capacity` is true).
     pub fn active_count(&mut self, policy: PolicyId) -> Result<u32, JournalError> {
@@ -191,7 +219,7 @@ impl Journal {
             active_states_sql()
         );
         self.run(|conn| {
-            let mut stmt = conn.prepare(&sql)?;
+            let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
             let mut out = BTreeMap::new();
             for row in rows {
@@ -235,7 +263,7 @@ fn select_many(
     clause: &str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<Attempt>, JournalError> {
-    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM attempts {clause}"))?;
+    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM attempts {clause}"))?;
     let rows = stmt.query_map(params, AttemptColumns::read)?;
     rows.map(|row| row?.into_attempt()).collect()
 }

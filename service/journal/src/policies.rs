@@ -4,7 +4,7 @@
 
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row, ToSql, TransactionBehavior};
 
-use rm_core::{LabelSet, Policy, PolicyId, PolicyParts, PolicySpec};
+use rm_core::{LabelSet, Policy, PolicyId, PolicyParts, PolicySpec, Target};
 
 use crate::codec::{self, int_col, invalid_row, parse_col, to_sql_int, LABEL_SEPARATOR};
 use crate::error::JournalError;
@@ -63,6 +63,20 @@ impl Journal {
         self.run(|conn| {
             let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM policies ORDER BY id"))?;
             let rows = stmt.query_map([], PolicyRow::read)?;
+            rows.map(|row| row?.into_policy()).collect()
+        })
+    }
+
+    /// Every policy of `target` (compared case-insensitively, as stored), by id. Each loop
+    /// re-reads its policies every pass: this reads only its own rows through the
+    /// `(target, profile)` index instead of listing every policy of the host.
+    pub fn policies_for_target(&mut self, target: &Target) -> Result<Vec<Policy>, JournalError> {
+        let target = target.to_string();
+        self.run(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM policies WHERE target = ?1 ORDER BY id"
+            ))?;
+            let rows = stmt.query_map([&target], PolicyRow::read)?;
             rows.map(|row| row?.into_policy()).collect()
         })
     }

@@ -282,7 +282,31 @@ fn queries_by_policy_and_uncleaned() {
         .attempts_for_policy(PolicyId::new(3))
         .unwrap()
         .is_empty());
-    assert_eq!(journal.uncleaned_attempts().unwrap(), vec![a, c]);
+    assert_eq!(
+        journal.uncleaned_attempts().unwrap(),
+        vec![a.clone(), c.clone()]
+    );
+    // Per set of policies: only theirs, cleaned ones left out, oldest first.
+    assert_eq!(
+        journal.uncleaned_attempts_for_policies(&[p1]).unwrap(),
+        vec![a.clone()]
+    );
+    assert_eq!(
+        journal.uncleaned_attempts_for_policies(&[p2]).unwrap(),
+        vec![c.clone()]
+    );
+    assert_eq!(
+        journal.uncleaned_attempts_for_policies(&[p2, p1]).unwrap(),
+        vec![a, c]
+    );
+    assert!(journal
+        .uncleaned_attempts_for_policies(&[])
+        .unwrap()
+        .is_empty());
+    assert!(journal
+        .uncleaned_attempts_for_policies(&[PolicyId::new(3)])
+        .unwrap()
+        .is_empty());
     assert_eq!(journal.get_attempt(&id(99)).unwrap(), None);
     assert_eq!(
         journal.get_attempt_by_runner_name("someone-else").unwrap(),

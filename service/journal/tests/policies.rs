@@ -194,3 +194,27 @@ fn two_writers_from_the_same_revision_exactly_one_wins() {
         assert_eq!(stored.revision(), 2 + round);
     }
 }
+
+#[test]
+fn policies_for_target_reads_only_that_target_case_insensitively() {
+    let (_dir, mut journal) = open();
+    let a = journal.insert_policy(&spec("me/app")).unwrap();
+    let other = journal.insert_policy(&spec("me/other")).unwrap();
+    let mut gpu = spec("Me/App");
+    gpu.profile = rm_core::ProfileName::new("gpu").unwrap();
+    let b = journal.insert_policy(&gpu).unwrap();
+    let mine = journal
+        .policies_for_target(&Target::parse("ME/app").unwrap())
+        .unwrap();
+    assert_eq!(mine, vec![a, b]);
+    assert_eq!(
+        journal
+            .policies_for_target(&Target::parse("me/other").unwrap())
+            .unwrap(),
+        vec![other]
+    );
+    assert!(journal
+        .policies_for_target(&Target::parse("org").unwrap())
+        .unwrap()
+        .is_empty());
+}

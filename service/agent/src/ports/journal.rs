@@ -67,6 +67,24 @@ pub trait JournalPort: Send + Sync + 'static {
     fn uncleaned_attempts(&self)
         -> impl Future<Output = Result<Vec<Attempt>, JournalError>> + Send;
 
+    /// The attempts of `policies` that are not `cleaned`: what one loop supervises each pass.
+    /// The default filters [`JournalPort::uncleaned_attempts`]; a journal with a cheaper query
+    /// (an index of uncleaned attempts by policy) overrides it.
+    fn uncleaned_attempts_of(
+        &self,
+        policies: &[PolicyId],
+    ) -> impl Future<Output = Result<Vec<Attempt>, JournalError>> + Send {
+        let policies = policies.to_vec();
+        async move {
+            Ok(self
+                .uncleaned_attempts()
+                .await?
+                .into_iter()
+                .filter(|a| policies.contains(&a.policy_id()))
+                .collect())
+        }
+    }
+
     /// Active (non-concluded) attempts per policy and host-wide.
     fn active_counts(&self) -> impl Future<Output = Result<ActiveCounts, JournalError>> + Send;
 
@@ -104,6 +122,12 @@ impl<J: JournalPort> JournalPort for Arc<J> {
         &self,
     ) -> impl Future<Output = Result<Vec<Attempt>, JournalError>> + Send {
         (**self).uncleaned_attempts()
+    }
+    fn uncleaned_attempts_of(
+        &self,
+        policies: &[PolicyId],
+    ) -> impl Future<Output = Result<Vec<Attempt>, JournalError>> + Send {
+        (**self).uncleaned_attempts_of(policies)
     }
     fn active_counts(&self) -> impl Future<Output = Result<ActiveCounts, JournalError>> + Send {
         (**self).active_counts()

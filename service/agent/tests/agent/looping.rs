@@ -152,3 +152,92 @@ async fn shutdown_with_a_runner_left_hands_it_to_the_next_start() {
         .any(|e| matches!(e, EventKind::Adopted { .. })));
     assert_eq!(h.journal.attempt(a.id()).state(), AttemptState::Busy);
 }
+
+#[tokio::test]
+async fn a_retired_target_starts_nothing_and_ends_once_its_runner_is_cleaned() {
+    let mut h = Harness::new();
+    let (a, p) = h.seed("retirebusy", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    let lp = Arc::new(h.make_loop(target()));
+    let (_stop_tx, stop_rx) = watch::channel(false);
+    let runner = {
+        let lp = lp.clone();
+        tokio::spawn(async move { lp.run(stop_rx).await })
+    };
+    wait_for(&mut h.events, |e| {
+        matches!(e, EventKind::PassCompleted { .. })
+    })
+    .await;
+
+    // The target is removed (its policy deleted) while its runner runs a job; demand appears.
+    h.journal.state.lock().unwrap().policies.clear();
+    lp.retire();
+    h.github.set_jobs(3);
+    lp.wake();
+    wait_for(&mut h.events, |e| {
+        matches!(
+            e,
+            EventKind::PassCompleted {
+                active_owned: 1,
+                ..
+            }
+        )
+    })
+    .await;
+    lp.wake();
+    wait_for(&mut h.events, |e| {
+        matches!(
+            e,
+            EventKind::PassCompleted {
+                active_owned: 1,
+                ..
+            }
+        )
+    })
+    .await;
+    assert_eq!(h.github.jit_calls(), 0, "a retired target starts nothing");
+    assert!(
+        h.host.stops().is_empty(),
+        "its running job is not interrupted"
+    );
+    assert!(!runner.is_finished());
+
+    // The job ends: the runner is concluded and cleaned under the deleted policy, and the
+    // loop ends by itself (no shutdown).
+    h.host.kill(p.unwrap());
+    h.github.unlist(a.runner_name());
+    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    lp.wake();
+    let drained = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        drained,
+        DrainReport {
+            remaining: 0,
+            timed_out: false
+        }
+    );
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
+    assert!(stored.is_cleaned());
+    assert_eq!(h.github.jit_calls(), 0);
+}
+
+#[tokio::test]
+async fn paused_launching_supervises_but_starts_nothing_until_resumed() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    h.shared.pause_launching();
+    let report = lp.pass().await;
+    assert_eq!(report.launched, 0);
+    assert_eq!(h.github.jit_calls(), 0);
+    h.shared.resume_launching();
+    let report = lp.pass().await;
+    assert_eq!(report.launched, 1);
+    assert_eq!(report.active_owned, 1);
+    assert_eq!(h.journal.active(), 1);
+}

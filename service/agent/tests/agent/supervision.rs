@@ -141,6 +141,58 @@ async fn a_crash_mid_job_is_orphaned_deregistered_and_replaced() {
 }
 
 #[tokio::test]
+async fn a_runner_that_finishes_after_the_inventory_read_is_completed_not_orphaned() {
+    let mut h = Harness::new();
+    let (a, p) = h.seed("raceexit01", AttemptState::Busy);
+    // The inventory of this pass still says busy; the runner then finishes its job, exits and
+    // GitHub removes its (ephemeral) registration before the process is inspected.
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    h.github
+        .state
+        .lock()
+        .unwrap()
+        .vanish_after_inventory
+        .push(a.runner_name().to_owned());
+    h.host.kill(p.unwrap());
+    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    let lp = h.make_loop(target());
+    h.clear_calls();
+    lp.pass().await;
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
+    assert!(stored.is_cleaned());
+    assert!(
+        h.github.deletes().is_empty(),
+        "no DELETE for a runner GitHub dropped"
+    );
+    assert!(
+        h.calls().iter().any(|c| c == "github.runner_by_name"),
+        "the runner is re-read before concluding: {:?}",
+        h.calls()
+    );
+    assert_eq!(
+        concluded(&h.events()),
+        vec![(Outcome::CompletedJob, false, false)]
+    );
+}
+
+#[tokio::test]
+async fn a_dead_runner_github_still_shows_busy_on_a_fresh_read_stays_orphaned() {
+    let h = Harness::new();
+    let (a, p) = h.seed("racebusy01", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 56, true, RunnerStatus::Online);
+    h.host.kill(p.unwrap());
+    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    let lp = h.make_loop(target());
+    lp.pass().await;
+    // rm-core's rule (R21): dead while GitHub, asked again, still shows it busy → orphaned.
+    assert_eq!(h.journal.attempt(a.id()).outcome(), Some(Outcome::Orphaned));
+    assert_eq!(h.github.deletes(), vec![56]);
+}
+
+#[tokio::test]
 async fn a_withdrawn_assignment_goes_back_to_idle() {
     let h = Harness::new();
     let (a, _) = h.seed("withdrawn1", AttemptState::Busy);

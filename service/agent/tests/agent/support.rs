@@ -247,6 +247,9 @@ pub struct GState {
     pub deletes: Vec<u64>,
     pub jit_calls: u32,
     pub queued_calls: u32,
+    /// Runners that finish and leave GitHub right after the next inventory read (the race
+    /// between reading the inventory and inspecting the process).
+    pub vanish_after_inventory: Vec<String>,
 }
 
 pub struct FakeGitHub {
@@ -376,15 +379,20 @@ impl GitHubPort for FakeGitHub {
         _target: &Target,
         name: &str,
     ) -> Result<Option<RunnerView>, GhError> {
+        push(&self.log, "github.runner_by_name");
         Ok(self.state.lock().unwrap().runners.get(name).cloned())
     }
 
     async fn runners(&self, _target: &Target) -> Result<Vec<RunnerView>, GhError> {
-        let st = self.state.lock().unwrap();
+        let mut st = self.state.lock().unwrap();
         if let Some(e) = &st.inventory_error {
             return Err(e.clone());
         }
-        Ok(st.runners.values().cloned().collect())
+        let list = st.runners.values().cloned().collect();
+        for name in std::mem::take(&mut st.vanish_after_inventory) {
+            st.runners.remove(&name);
+        }
+        Ok(list)
     }
 
     async fn delete_runner(
