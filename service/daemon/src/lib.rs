@@ -1,14 +1,15 @@
 //! `runner-manager`: the service's composition root and command line.
 //!
-//! This build holds the pieces that do not need the agent loops or the local API:
-//! the credential store, the single-instance lock, upgrade detection, service-manager
-//! install, and the CLI (whose target/host commands work directly on the journal
-//! through [`cli::backend::Backend`] until the local API client replaces it).
+//! [`service`] is `daemon run` (loops, local API handler, credential, drains, upgrade
+//! hand-over); the rest are its parts (credential store, single-instance lock, upgrade
+//! detection, service-manager install) and the CLI, which talks to the running service
+//! through the local API.
 
 pub mod cli;
 pub mod exit;
 pub mod lock;
 pub mod paths;
+pub mod service;
 pub mod service_install;
 pub mod store;
 pub mod upgrade;

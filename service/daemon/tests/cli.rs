@@ -1,4 +1,6 @@
-//! The real `runner-manager` binary against temporary data directories.
+//! The real `runner-manager` binary against temporary data directories, with `--offline`
+//! (the journal edited directly; the commands through a running service are covered by the
+//! end-to-end tests in `tests/`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on broken fixtures
 
 use std::path::Path;
@@ -10,6 +12,7 @@ fn rm(data_dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runner-manager"))
         .arg("--data-dir")
         .arg(data_dir)
+        .arg("--offline")
         .args(args)
         .env_remove("RUST_LOG")
         .output()
@@ -281,10 +284,41 @@ fn status_json_reads_the_journal() {
 }
 
 #[test]
-fn commands_not_wired_yet_say_so_with_their_own_code() {
+fn online_commands_without_a_service_say_how_to_start_it() {
     let dir = tempfile::tempdir().unwrap();
-    let err = fails(dir.path(), &["auth", "login"], ExitCode::Unsupported);
-    assert!(err.contains("not wired"), "{err}");
+    let err = fails(dir.path(), &["auth", "login"], ExitCode::Usage);
+    assert!(err.contains("runner-manager daemon run"), "{err}");
+    for args in [
+        &["auth", "status"][..],
+        &["repo", "list"][..],
+        &["status"][..],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_runner-manager"))
+            .arg("--socket")
+            .arg(dir.path().join("api.sock"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            code(&o),
+            i32::from(ExitCode::ServiceNotRunning.code()),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).contains("runner-manager daemon run"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn offline_edits_are_refused_while_the_service_holds_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let _held = rm_daemon::lock::InstanceLock::acquire(dir.path()).unwrap();
+    let err = fails(dir.path(), &["repo", "add", "me/app"], ExitCode::Conflict);
+    assert!(err.contains("drop `--offline`"), "{err}");
 }
 
 #[cfg(target_os = "linux")]

@@ -1,91 +1,110 @@
-//! `runner-manager daemon run`, as far as this build goes: take the data directory's lock,
-//! open the journal and the credential store, watch for an upgrade, and wait for a stop
-//! signal. The agent loops and the local API server are wired in here next.
+//! `runner-manager daemon run`: its flags, and the hand-off to [`crate::service::run`].
+//! The socket is the global `--socket` (the CLI's commands use the same default).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::exit::{ExitCode, Failure};
-use crate::lock::InstanceLock;
-use crate::paths::{self, StartMode};
-use crate::store;
-use crate::upgrade::{Check, UpgradeWatcher};
+use clap::Args;
 
-const TICK: Duration = Duration::from_millis(50);
+use crate::exit::Failure;
+use crate::paths::StartMode;
+use crate::service::{Options, StoreKind};
 
-pub(super) fn run(data_dir: &Path, mode: StartMode, upgrade_poll: Duration) -> Result<(), Failure> {
+/// The flags of `daemon run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How the service was started (decides the credential store)
+    /// [default: boot for root, login otherwise].
+    #[arg(long, value_enum)]
+    pub start_at: Option<StartMode>,
+    /// Where the service keeps its GitHub credential [default: by start mode].
+    #[arg(long, value_enum, default_value = "auto")]
+    pub credential_store: StoreKind,
+    /// GitHub's REST base, e.g. https://HOST/api/v3 for GitHub Enterprise Server
+    /// [default: config.json in the data directory, else github.com].
+    #[arg(long, value_name = "URL", requires = "web_base")]
+    pub api_base: Option<String>,
+    /// GitHub's web base (sign-in), e.g. https://HOST.
+    #[arg(long, value_name = "URL", requires = "api_base")]
+    pub web_base: Option<String>,
+    /// The GitHub App's client id (device flow and renewal) [default: built in].
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// A user (name or uid) allowed to change the service besides root (repeatable).
+    #[arg(long = "operator", value_name = "USER")]
+    pub operators: Vec<String>,
+    /// On SIGTERM/SIGINT, stop waiting for running jobs after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub drain_deadline: u64,
+    /// How often to look for an upgraded binary, in milliseconds.
+    #[arg(long, hide = true, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub upgrade_poll_ms: u64,
+    /// A fixed poll interval in ms instead of GitHub's budget planner (tests).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(50..))]
+    pub poll_ms: Option<u64>,
+    /// How often ended runners and target changes are looked for, in ms.
+    #[arg(long, hide = true, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..))]
+    pub tick_ms: u64,
+    /// Renew the access token this many seconds before it expires (tests).
+    #[arg(long, hide = true)]
+    pub renew_margin_secs: Option<u64>,
+    #[arg(long, hide = true)]
+    pub registration_timeout_secs: Option<u64>,
+    #[arg(long, hide = true)]
+    pub idle_timeout_secs: Option<u64>,
+    #[arg(long, hide = true)]
+    pub stop_grace_ms: Option<u64>,
+}
+
+fn resolve_operator(text: &str) -> Result<u32, Failure> {
+    if let Ok(uid) = text.parse::<u32>() {
+        return Ok(uid);
+    }
+    #[cfg(unix)]
+    {
+        match nix::unistd::User::from_name(text) {
+            Ok(Some(user)) => Ok(user.uid.as_raw()),
+            Ok(None) => Err(Failure::usage(format!(
+                "no local user '{text}': fix `--operator {text}` (a user name or uid)"
+            ))),
+            Err(e) => Err(Failure::internal(format!(
+                "cannot look up user '{text}': {e}"
+            ))),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        Err(Failure::usage(format!("`--operator {text}`: give a uid")))
+    }
+}
+
+pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), Failure> {
     init_logging();
-    // Baseline the installed binary first: a replacement during startup is still noticed.
-    let mut watcher = match UpgradeWatcher::for_current_exe() {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!(error = %e, "upgrade detection disabled");
-            None
-        }
+    let operators = args
+        .operators
+        .iter()
+        .map(|o| resolve_operator(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let secs = Duration::from_secs;
+    let options = Options {
+        data_dir: data_dir.to_path_buf(),
+        mode: args.start_at.unwrap_or_else(StartMode::for_current_user),
+        credential_store: args.credential_store,
+        api_base: args.api_base,
+        web_base: args.web_base,
+        client_id: args.client_id,
+        socket: socket.to_path_buf(),
+        operators,
+        drain_deadline: secs(args.drain_deadline),
+        upgrade_poll: Duration::from_millis(args.upgrade_poll_ms),
+        poll: args.poll_ms.map(Duration::from_millis),
+        tick: Duration::from_millis(args.tick_ms),
+        renew_margin: args.renew_margin_secs.map(secs),
+        registration_timeout: args.registration_timeout_secs.map(secs),
+        idle_timeout: args.idle_timeout_secs.map(secs),
+        stop_grace: args.stop_grace_ms.map(Duration::from_millis),
     };
-    std::fs::create_dir_all(data_dir).map_err(|e| {
-        Failure::internal(format!(
-            "cannot create the data directory {}: {e}; choose another with `--data-dir`",
-            data_dir.display()
-        ))
-    })?;
-    let lock =
-        InstanceLock::acquire(data_dir).map_err(|e| Failure::new(e.exit_code(), e.to_string()))?;
-    tracing::info!(data_dir = %data_dir.display(), mode = %mode, pid = lock.holder().pid, "runner-manager started");
-    let journal = rm_journal::Journal::open(paths::journal_path(data_dir))
-        .map_err(super::backend::journal_failure)?;
-
-    match store::open_for_mode(mode, data_dir).and_then(|s| s.load().map(|c| (s.describe(), c))) {
-        Ok((place, Some(_))) => tracing::info!(store = %place, "credential found"),
-        Ok((place, None)) => {
-            tracing::warn!(store = %place, "no credential: sign in with `runner-manager auth login`")
-        }
-        Err(e) => tracing::error!(error = %e, "credential store unusable"),
-    }
-    tracing::warn!(
-        "agent loops and the local API are not wired into this build: no runners are started"
-    );
-
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| Failure::internal(format!("cannot install a signal handler: {e}")))?;
-    }
-    let mut next_poll = Instant::now() + upgrade_poll;
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(TICK);
-        if Instant::now() < next_poll {
-            continue;
-        }
-        next_poll = Instant::now() + upgrade_poll;
-        if let Some(w) = watcher.as_mut() {
-            match w.poll() {
-                Check::Ready { version } => {
-                    tracing::info!(%version, "handing over to the newer runner-manager");
-                    drop(journal);
-                    drop(lock);
-                    // Non-zero so `Restart=on-failure` starts the new binary.
-                    return Err(Failure::new(
-                        ExitCode::Internal,
-                        format!("exiting to hand over to runner-manager {version}"),
-                    ));
-                }
-                Check::NotRunnable { reason } => {
-                    tracing::debug!(%reason, "installed binary not runnable yet")
-                }
-                Check::SameVersion => {
-                    tracing::info!("binary rewritten with the same version: not an upgrade")
-                }
-                Check::Older { .. } | Check::Unchanged => {}
-            }
-        }
-    }
-    tracing::info!("stop signal received; exiting");
-    drop(journal);
-    drop(lock);
-    Ok(())
+    crate::service::run(options)
 }
 
 fn init_logging() {

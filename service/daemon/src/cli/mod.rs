@@ -1,9 +1,13 @@
 //! The `runner-manager` command line (clap derive) and its dispatch.
 //!
-//! Target and host commands go through [`backend::Backend`]; in this build that is the
-//! journal of `--data-dir` used directly ([`backend::JournalBackend`]).
+//! `auth`, `repo`, `org`, `host` and `status` talk to the running service through its local
+//! API ([`backend_api::ApiBackend`]). `--offline` edits the journal of `--data-dir` directly
+//! ([`backend::JournalBackend`]) for a stopped service (setup before the first start, repair);
+//! it holds the data directory's lock meanwhile, so it refuses while the service runs.
 
+pub mod auth;
 pub mod backend;
+pub mod backend_api;
 mod daemon;
 mod output;
 
@@ -13,9 +17,11 @@ use clap::{Args, Parser, Subcommand};
 use rm_core::{Label, ProfileName, Target};
 
 use crate::exit::{ExitCode, Failure};
+use crate::lock::{InstanceLock, LockError};
 use crate::paths::{self, StartMode};
 use crate::service_install::Systemd;
 use backend::{AddTarget, Backend, Capacity, JournalBackend, UpdateTarget, MAX_CAPACITY};
+use backend_api::ApiBackend;
 
 /// Autoscale ephemeral GitHub Actions runners on this machine.
 #[derive(Debug, Parser)]
@@ -25,6 +31,16 @@ pub struct Cli {
     /// $XDG_DATA_HOME/runner-manager otherwise]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+
+    /// The service's local API socket [default: /run/runner-manager/api.sock for root,
+    /// $XDG_RUNTIME_DIR/runner-manager/api.sock otherwise]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// Edit the journal in --data-dir directly instead of asking the running service
+    /// (only while the service is stopped; repo/org/host/status only).
+    #[arg(long, global = true)]
+    pub offline: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -61,7 +77,14 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum AuthCommand {
     /// Sign in with GitHub's device flow and hand the credential to the service.
-    Login,
+    Login {
+        /// GitHub's web origin (a GitHub Enterprise Server host, or a test GitHub).
+        #[arg(long, value_name = "URL", default_value = "https://github.com")]
+        web_base: String,
+        /// The GitHub App's client id [default: runner-manager's App].
+        #[arg(long, value_name = "ID")]
+        client_id: Option<String>,
+    },
     /// Show whether the service holds a usable credential.
     Status,
     /// Remove the service's credential.
@@ -162,15 +185,7 @@ pub enum HostCommand {
 #[derive(Debug, Subcommand)]
 pub enum DaemonCommand {
     /// Run the service in the foreground until SIGTERM/SIGINT.
-    Run {
-        /// How the service was started (decides the credential store)
-        /// [default: boot for root, login otherwise].
-        #[arg(long, value_enum)]
-        start_at: Option<StartMode>,
-        /// How often to look for an upgraded binary, in milliseconds.
-        #[arg(long, hide = true, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
-        upgrade_poll_ms: u64,
-    },
+    Run(daemon::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -216,43 +231,88 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let data_dir = cli.data_dir.unwrap_or_else(paths::default_data_dir);
     // Absolute, so messages, the lock holder and service definitions name one place.
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
+    let socket = cli
+        .socket
+        .unwrap_or_else(|| backend_api::default_socket_path(&data_dir));
+    let offline = cli.offline;
     match cli.command {
-        Command::Auth(_) => Err(not_wired("auth")),
-        Command::Repo(cmd) => target_command(&data_dir, cmd, false),
-        Command::Org(cmd) => target_command(&data_dir, cmd, true),
-        Command::Host(HostCommand::Show { json }) => {
-            let host = JournalBackend::open(&data_dir)?.host()?;
+        Command::Auth(_) if offline => Err(Failure::usage(
+            "`auth` needs the running service (it keeps the credential): drop `--offline` and \
+             start the service with `runner-manager daemon run`",
+        )),
+        Command::Auth(cmd) => {
+            let api = ApiBackend::connect(&socket)?;
+            match cmd {
+                AuthCommand::Login {
+                    web_base,
+                    client_id,
+                } => auth::login(
+                    &api,
+                    &auth::LoginOptions {
+                        web_base,
+                        client_id,
+                    },
+                ),
+                AuthCommand::Status => auth::status(&api),
+                AuthCommand::Logout => auth::logout(&api),
+            }
+        }
+        Command::Repo(cmd) if offline => offline_target_command(&data_dir, cmd, false),
+        Command::Org(cmd) if offline => offline_target_command(&data_dir, cmd, true),
+        Command::Repo(cmd) => api_target_command(&socket, cmd, false),
+        Command::Org(cmd) => api_target_command(&socket, cmd, true),
+        Command::Host(HostCommand::Show { json }) if offline => {
+            let host = open_offline(&data_dir)?.1.host()?;
             output::print_host(&host, json)
         }
+        Command::Host(HostCommand::Show { json }) => {
+            let status = ApiBackend::connect(&socket)?.status()?;
+            output::print_api_host(&status.host, json)
+        }
         Command::Host(HostCommand::SetCapacity { capacity }) => {
-            let host = JournalBackend::open(&data_dir)?.set_host_capacity(capacity)?;
-            println!("host capacity set to {} runner(s) at once", host.capacity);
+            let capacity = if offline {
+                open_offline(&data_dir)?
+                    .1
+                    .set_host_capacity(capacity)?
+                    .capacity
+            } else {
+                ApiBackend::connect(&socket)?
+                    .set_host_capacity(capacity)?
+                    .capacity
+            };
+            println!("host capacity set to {capacity} runner(s) at once");
             Ok(())
         }
-        Command::Status { json } => {
-            let status = JournalBackend::open(&data_dir)?.status()?;
+        Command::Status { json } if offline => {
+            let status = open_offline(&data_dir)?.1.status()?;
             output::print_status(&status, json)
         }
-        Command::Daemon(DaemonCommand::Run {
-            start_at,
-            upgrade_poll_ms,
-        }) => daemon::run(
-            &data_dir,
-            start_at.unwrap_or_else(StartMode::for_current_user),
-            std::time::Duration::from_millis(upgrade_poll_ms),
-        ),
+        Command::Status { json } => {
+            let status = ApiBackend::connect(&socket)?.status()?;
+            output::print_api_status(&status, json)
+        }
+        Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
         Command::Service(cmd) => service_command(&data_dir, cmd),
     }
 }
 
-fn not_wired(what: &str) -> Failure {
-    Failure::new(
-        ExitCode::Unsupported,
-        format!(
-            "`runner-manager {what}` is not wired into this build yet (it needs the service's \
-             local API); until then, manage targets with `runner-manager repo|org|host`"
+/// The journal, with the data directory's lock held so a running service is never edited
+/// behind its back.
+fn open_offline(data_dir: &std::path::Path) -> Result<(InstanceLock, JournalBackend), Failure> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        Failure::internal(format!(
+            "cannot create the data directory {}: {e}; choose another with `--data-dir`",
+            data_dir.display()
+        ))
+    })?;
+    let lock = InstanceLock::acquire(data_dir).map_err(|e| match e {
+        LockError::Held { .. } => Failure::new(
+            ExitCode::Conflict,
+            format!("{e}; the service is running: drop `--offline` to ask it instead"),
         ),
-    )
+        other => Failure::new(other.exit_code(), other.to_string()),
+    })?;
+    Ok((lock, JournalBackend::open(data_dir)?))
 }
 
 fn parse_target(text: &str, org: bool) -> Result<Target, Failure> {
@@ -280,7 +340,7 @@ fn parse_labels(texts: &[String]) -> Result<Vec<Label>, Failure> {
         .collect()
 }
 
-fn target_command(
+fn offline_target_command(
     data_dir: &std::path::Path,
     cmd: TargetCommand,
     org: bool,
@@ -301,12 +361,12 @@ fn target_command(
                 min_capacity: a.min_runners,
                 extra_labels: parse_labels(&a.labels)?,
             };
-            let added = JournalBackend::open(data_dir)?.add_target(&req)?;
+            let added = open_offline(data_dir)?.1.add_target(&req)?;
             output::print_added(&added);
             Ok(())
         }
         TargetCommand::List { json } => {
-            let all = JournalBackend::open(data_dir)?.list_targets()?;
+            let all = open_offline(data_dir)?.1.list_targets()?;
             let kind = if org { "organization" } else { "repository" };
             let mine: Vec<_> = all.into_iter().filter(|t| t.kind == kind).collect();
             output::print_targets(&mine, json, noun)
@@ -342,18 +402,128 @@ fn target_command(
                      --monitor-only, --label, --enable, --disable (see `runner-manager {noun} set --help`)"
                 )));
             }
-            let updated =
-                JournalBackend::open(data_dir)?.update_target(&target, &profile, &change)?;
+            let updated = open_offline(data_dir)?
+                .1
+                .update_target(&target, &profile, &change)?;
             println!("updated {}", output::target_line(&updated));
             Ok(())
         }
         TargetCommand::Remove(t) => {
             let target = parse_target(&t.target, org)?;
             let profile = parse_profile(&t.profile)?;
-            let removed = JournalBackend::open(data_dir)?.remove_target(&target, &profile)?;
+            let removed = open_offline(data_dir)?.1.remove_target(&target, &profile)?;
             println!(
                 "removed {}; runners it started finish their current job and are cleaned up",
                 removed.target
+            );
+            Ok(())
+        }
+    }
+}
+
+fn target_ref(text: &str, org: bool) -> Result<rm_proto::TargetRef, Failure> {
+    // The domain's parser gives the better messages (and the repo/org mix-up hint).
+    parse_target(text, org)?;
+    rm_proto::TargetRef::parse(text).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn label_texts(texts: &[String]) -> Result<Option<Vec<String>>, Failure> {
+    parse_labels(texts)?;
+    Ok((!texts.is_empty()).then(|| texts.to_vec()))
+}
+
+/// `repo|org add|list|set|remove` through the running service.
+fn api_target_command(
+    socket: &std::path::Path,
+    cmd: TargetCommand,
+    org: bool,
+) -> Result<(), Failure> {
+    let noun = if org { "org" } else { "repo" };
+    let kind = if org {
+        rm_proto::TargetKind::Org
+    } else {
+        rm_proto::TargetKind::Repo
+    };
+    // Everything is validated before connecting, so bad input changes nothing.
+    match cmd {
+        TargetCommand::Add(a) => {
+            let target = target_ref(&a.target.target, org)?;
+            let profile = parse_profile(&a.target.profile)?;
+            let req = rm_proto::TargetAdd {
+                target: target.name.clone(),
+                profile: (profile.as_str() != "default").then(|| profile.as_str().to_owned()),
+                max_capacity: a.max_runners,
+                min_capacity: (a.min_runners > 0).then_some(a.min_runners),
+                labels: label_texts(&a.labels)?,
+                enabled: Some(!a.disabled),
+            };
+            let api = ApiBackend::connect(socket)?;
+            let mut req = req;
+            if req.max_capacity.is_none() && !a.monitor_only {
+                // Absent means "monitor only" on the wire; the CLI's default is the host's
+                // capacity (as when the journal was edited directly).
+                req.max_capacity = Some(api.status()?.host.capacity.max(1));
+            }
+            let mut added = api.add_target(&req)?;
+            if a.monitor_only {
+                added = api.update_target(
+                    &target,
+                    &rm_proto::TargetUpdate {
+                        monitor_only: Some(true),
+                        ..rm_proto::TargetUpdate::default()
+                    },
+                )?;
+            }
+            let routing = match added.labels.first() {
+                Some(l) if l.starts_with("rm-") => l.clone(),
+                _ => {
+                    let host = api.status()?.host.routing_label;
+                    if profile.as_str() == "default" {
+                        host
+                    } else {
+                        format!("{host}-{}", profile.as_str())
+                    }
+                }
+            };
+            output::print_api_added(&added, &routing);
+            Ok(())
+        }
+        TargetCommand::List { json } => {
+            let all = ApiBackend::connect(socket)?.targets()?;
+            let mine: Vec<_> = all.into_iter().filter(|t| t.kind == kind).collect();
+            output::print_api_targets(&mine, json, noun)
+        }
+        TargetCommand::Set(s) => {
+            let target = target_ref(&s.target.target, org)?;
+            parse_profile(&s.target.profile)?;
+            let change = rm_proto::TargetUpdate {
+                revision: 0,
+                max_capacity: s.max_runners,
+                min_capacity: s.min_runners,
+                enabled: match (s.enable, s.disable) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
+                },
+                labels: label_texts(&s.labels)?,
+                monitor_only: s.monitor_only.then_some(true),
+            };
+            if change == (rm_proto::TargetUpdate::default()) {
+                return Err(Failure::usage(format!(
+                    "nothing to change: give at least one of --max-runners, --min-runners, \
+                     --monitor-only, --label, --enable, --disable (see `runner-manager {noun} set --help`)"
+                )));
+            }
+            let updated = ApiBackend::connect(socket)?.update_target(&target, &change)?;
+            println!("updated {}", output::api_target_line(&updated));
+            Ok(())
+        }
+        TargetCommand::Remove(t) => {
+            let target = target_ref(&t.target, org)?;
+            parse_profile(&t.profile)?;
+            ApiBackend::connect(socket)?.remove_target(&target)?;
+            println!(
+                "removed {target}; runners it started finish their current job and are cleaned up"
             );
             Ok(())
         }

@@ -93,3 +93,144 @@ pub(super) fn print_status(s: &StatusView, as_json: bool) -> Result<(), Failure>
     }
     Ok(())
 }
+
+/// The wire name of an enum value (`busy`, `signed_in`, …), as the API and `--json` spell it.
+fn wire<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "unknown".to_owned(),
+    }
+}
+
+fn when(t: rm_proto::UnixMillis) -> String {
+    chrono::DateTime::from_timestamp_millis(t.as_millis())
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| t.as_millis().to_string())
+}
+
+pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
+    let cap = match t.max_capacity {
+        Some(n) => format!("max {n}"),
+        None => "monitor only".to_owned(),
+    };
+    let profile = if t.profile == "default" {
+        String::new()
+    } else {
+        format!(" profile={}", t.profile)
+    };
+    format!(
+        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}",
+        t.target,
+        wire(&t.state),
+        if t.enabled { "" } else { ", disabled" },
+        t.min_capacity,
+        t.demand.queued,
+        t.active_runners,
+        t.labels.join(",")
+    )
+}
+
+pub(super) fn print_api_added(t: &rm_proto::TargetStatus, routing_label: &str) {
+    println!("added {}", api_target_line(t));
+    println!("put this in the workflow's jobs to run them on this machine:");
+    println!("  runs-on: {routing_label}");
+}
+
+pub(super) fn print_api_targets(
+    targets: &[rm_proto::TargetStatus],
+    as_json: bool,
+    noun: &str,
+) -> Result<(), Failure> {
+    if as_json {
+        return json(&targets);
+    }
+    if targets.is_empty() {
+        println!("none yet: add one with `runner-manager {noun} add`");
+    }
+    for t in targets {
+        println!("{}", api_target_line(t));
+    }
+    Ok(())
+}
+
+pub(super) fn print_api_host(h: &rm_proto::HostStatus, as_json: bool) -> Result<(), Failure> {
+    if as_json {
+        return json(h);
+    }
+    println!("host id:       {}", h.id);
+    println!("label:         {}", h.label);
+    println!("os/arch:       {}/{}", wire(&h.os), wire(&h.arch));
+    println!("capacity:      {} runner(s) at once", h.capacity);
+    println!("routing label: {}", h.routing_label);
+    Ok(())
+}
+
+pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<(), Failure> {
+    if as_json {
+        return json(s);
+    }
+    let h = &s.host;
+    println!(
+        "host {} ({}/{}), capacity {}, {} runner(s){}",
+        h.label,
+        wire(&h.os),
+        wire(&h.arch),
+        h.capacity,
+        s.runners.len(),
+        if s.paused {
+            ", launching PAUSED (resume it from the tray)"
+        } else {
+            ""
+        }
+    );
+    match &s.auth {
+        rm_proto::AuthState::SignedIn { login, .. } if login.is_empty() => println!("signed in"),
+        rm_proto::AuthState::SignedIn { login, .. } => println!("signed in as {login}"),
+        rm_proto::AuthState::SignedOut => {
+            println!("signed out: sign in with `runner-manager auth login`")
+        }
+        rm_proto::AuthState::SignInRequired { reason } => {
+            println!("sign-in required ({reason}): run `runner-manager auth login`")
+        }
+        rm_proto::AuthState::Unknown => println!("sign-in state unknown"),
+    }
+    match s.last_github_contact {
+        Some(t) => println!("last GitHub contact: {}", when(t)),
+        None => println!("last GitHub contact: never"),
+    }
+    if s.targets.is_empty() {
+        println!("no targets: add one with `runner-manager repo add owner/repo`");
+    }
+    for t in &s.targets {
+        println!("  {}", api_target_line(t));
+    }
+    for r in &s.runners {
+        let job = r
+            .job
+            .as_ref()
+            .and_then(|j| {
+                j.name
+                    .clone()
+                    .or_else(|| j.id.map(|id| format!("job {id}")))
+            })
+            .map(|j| format!(", job {j}"))
+            .unwrap_or_default();
+        println!(
+            "  runner {} for {}: {}{job} since {}",
+            r.runner_name,
+            r.target,
+            wire(&r.state),
+            when(r.since)
+        );
+    }
+    for f in &s.recent_failures {
+        println!(
+            "  failure at {} on {}: {} — {}",
+            when(f.at),
+            f.target,
+            wire(&f.reason),
+            f.fix
+        );
+    }
+    Ok(())
+}

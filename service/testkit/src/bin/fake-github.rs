@@ -81,6 +81,14 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     if seed_demo {
         seed(&gh)?;
+        // The demo's runners: the fake runner package, built from the fake listener that
+        // `cargo build --workspace --bins` put next to this binary.
+        match rm_testkit::package::RunnerPackage::shared_for_tests() {
+            Ok(package) => gh.set_runner_package(&package),
+            Err(e) => eprintln!(
+                "no runner package served ({e}): build it with `cargo build --workspace --bins`"
+            ),
+        }
     }
     let o = gh.origin();
     println!("fake GitHub listening");

@@ -1,0 +1,268 @@
+//! The CLI's way to the running service: the local API (rm-proto) over its Unix socket.
+//!
+//! The CLI is synchronous; each command builds a small current-thread runtime and blocks on
+//! the client's calls. Every [`ClientError`] becomes a [`Failure`] with the exit code of its
+//! class and a message naming the command that fixes it.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use rm_proto::{
+    Client, ClientError, ClientOptions, CredentialPut, ErrorCode, HostStatus, Status, TargetAdd,
+    TargetRef, TargetStatus, TargetUpdate,
+};
+
+use crate::exit::{ExitCode, Failure};
+use crate::paths;
+
+/// The socket's file name inside its directory.
+pub const SOCKET_FILE: &str = "api.sock";
+
+/// Where the service listens unless `--socket` says otherwise: root →
+/// `/run/runner-manager/api.sock`; a user → `$XDG_RUNTIME_DIR/runner-manager/api.sock`, or
+/// `<data-dir>/api.sock` when no runtime directory is set.
+pub fn default_socket_path(data_dir: &Path) -> PathBuf {
+    if paths::is_privileged() {
+        return PathBuf::from("/run/runner-manager").join(SOCKET_FILE);
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("runner-manager").join(SOCKET_FILE),
+        _ => data_dir.join(SOCKET_FILE),
+    }
+}
+
+/// A connected client and the runtime that drives it.
+pub struct ApiBackend {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl std::fmt::Debug for ApiBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiBackend")
+            .field("socket", &self.client.socket_path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiBackend {
+    /// Connects and checks that both sides speak a compatible API version.
+    pub fn connect(socket: &Path) -> Result<Self, Failure> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
+        let client = runtime
+            .block_on(Client::connect_with(
+                socket,
+                ClientOptions::named("runner-manager CLI"),
+            ))
+            .map_err(client_failure)?;
+        Ok(Self { runtime, client })
+    }
+
+    /// Runs a future on this backend's runtime (the device flow uses it too).
+    pub fn block_on<F: Future>(&self, work: F) -> F::Output {
+        self.runtime.block_on(work)
+    }
+
+    /// Enters the runtime's context: clients that spawn tasks on construction need it.
+    pub fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
+        self.runtime.enter()
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn status(&self) -> Result<Status, Failure> {
+        self.block_on(self.client.status()).map_err(client_failure)
+    }
+
+    pub fn targets(&self) -> Result<Vec<TargetStatus>, Failure> {
+        self.block_on(self.client.targets()).map_err(client_failure)
+    }
+
+    pub fn add_target(&self, request: &TargetAdd) -> Result<TargetStatus, Failure> {
+        self.block_on(self.client.add_target(request))
+            .map_err(client_failure)
+    }
+
+    /// Reads the target's revision and applies `change` with it; a lost compare-and-set is
+    /// retried a few times with a fresh revision (the change itself is absolute).
+    pub fn update_target(
+        &self,
+        target: &TargetRef,
+        change: &TargetUpdate,
+    ) -> Result<TargetStatus, Failure> {
+        let mut attempts = 0;
+        loop {
+            let current = self.find(target)?;
+            let request = TargetUpdate {
+                revision: current.revision,
+                ..change.clone()
+            };
+            match self.block_on(self.client.update_target(target, &request)) {
+                Err(ClientError::Api {
+                    code: ErrorCode::Conflict,
+                    ..
+                }) if attempts < 3 => attempts += 1,
+                other => return other.map_err(client_failure),
+            }
+        }
+    }
+
+    pub fn remove_target(&self, target: &TargetRef) -> Result<(), Failure> {
+        self.block_on(self.client.remove_target(target))
+            .map_err(client_failure)
+    }
+
+    pub fn set_host_capacity(&self, capacity: u32) -> Result<HostStatus, Failure> {
+        self.block_on(self.client.set_host_capacity(capacity))
+            .map_err(client_failure)
+    }
+
+    pub fn put_credential(&self, credential: &CredentialPut) -> Result<(), Failure> {
+        self.block_on(self.client.put_credential(credential))
+            .map_err(client_failure)
+    }
+
+    pub fn delete_credential(&self) -> Result<(), Failure> {
+        self.block_on(self.client.delete_credential())
+            .map_err(client_failure)
+    }
+
+    fn find(&self, target: &TargetRef) -> Result<TargetStatus, Failure> {
+        let noun = target.kind.as_str();
+        self.targets()?
+            .into_iter()
+            .find(|t| t.kind == target.kind && t.target.eq_ignore_ascii_case(&target.name))
+            .ok_or_else(|| {
+                Failure::new(
+                    ExitCode::NotFound,
+                    format!(
+                        "{target} is not served by this host: add it with `runner-manager {noun} \
+                         add {target}` (see `runner-manager {noun} list`)"
+                    ),
+                )
+            })
+    }
+}
+
+/// The exit code and message for a failed call; every message names the fix.
+pub fn client_failure(error: ClientError) -> Failure {
+    match error {
+        ClientError::ServiceNotRunning { socket, .. } => Failure::new(
+            ExitCode::ServiceNotRunning,
+            format!(
+                "the runner-manager service is not running (nothing answers on {}): start it \
+                 with `runner-manager daemon run` (foreground) or `runner-manager service \
+                 install`; if it listens elsewhere, pass `--socket PATH`",
+                socket.display()
+            ),
+        ),
+        ClientError::PermissionDenied { socket, message } => Failure::new(
+            ExitCode::Unauthorised,
+            format!(
+                "not allowed: the service on {} refused this user: {message} (run the command \
+                 as root, e.g. `sudo runner-manager …`, or as a configured operator)",
+                socket.display()
+            ),
+        ),
+        ClientError::Api { code, message, .. } => {
+            let (exit, fix) = match code {
+                ErrorCode::UnauthorizedPeer | ErrorCode::ForbiddenOrigin => {
+                    (ExitCode::Unauthorised, "")
+                }
+                ErrorCode::Conflict => (ExitCode::Conflict, ""),
+                ErrorCode::NotFound => (ExitCode::NotFound, ""),
+                ErrorCode::SignInRequired => (
+                    ExitCode::SignInRequired,
+                    " (sign in with `runner-manager auth login`)",
+                ),
+                ErrorCode::BadRequest | ErrorCode::PayloadTooLarge => (ExitCode::Usage, ""),
+                ErrorCode::UnsupportedVersion | ErrorCode::MethodNotAllowed => (
+                    ExitCode::Unsupported,
+                    " (this CLI and the running service differ in version: restart the \
+                     service after an upgrade)",
+                ),
+                ErrorCode::ServiceUnavailable => (
+                    ExitCode::ServiceNotRunning,
+                    " (retry in a moment; `runner-manager status` shows when it is ready)",
+                ),
+                ErrorCode::Internal | ErrorCode::Unknown => (
+                    ExitCode::Internal,
+                    " (see the service's log: `journalctl -u runner-manager` or its terminal)",
+                ),
+            };
+            let fix = if message.contains("runner-manager ") {
+                ""
+            } else {
+                fix
+            };
+            Failure::new(exit, format!("{message}{fix}"))
+        }
+        ClientError::VersionMismatch(e) => Failure::new(ExitCode::Unsupported, e.to_string()),
+        e @ ClientError::Timeout { .. } => Failure::new(ExitCode::ServiceNotRunning, e.to_string()),
+        e => Failure::internal(format!(
+            "{e} (check that the service is running with `runner-manager status`)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: ErrorCode, message: &str) -> ClientError {
+        ClientError::Api {
+            status: code.http_status(),
+            code,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn error_classes_map_to_their_exit_codes_and_name_a_fix() {
+        let not_running = client_failure(ClientError::ServiceNotRunning {
+            socket: "/tmp/x.sock".into(),
+            hint: "start it",
+        });
+        assert_eq!(not_running.code, ExitCode::ServiceNotRunning);
+        assert!(not_running.message.contains("runner-manager daemon run"));
+        assert!(not_running.message.contains("/tmp/x.sock"));
+        let denied = client_failure(ClientError::PermissionDenied {
+            socket: "/s".into(),
+            message: "uid 65534 may not change this service".into(),
+        });
+        assert_eq!(denied.code, ExitCode::Unauthorised);
+        assert!(denied.message.contains("uid 65534"));
+        for (code, exit) in [
+            (ErrorCode::Conflict, ExitCode::Conflict),
+            (ErrorCode::NotFound, ExitCode::NotFound),
+            (ErrorCode::SignInRequired, ExitCode::SignInRequired),
+            (ErrorCode::BadRequest, ExitCode::Usage),
+            (ErrorCode::UnauthorizedPeer, ExitCode::Unauthorised),
+            (ErrorCode::Internal, ExitCode::Internal),
+        ] {
+            assert_eq!(client_failure(api(code, "m")).code, exit, "{code}");
+        }
+        let sign_in = client_failure(api(ErrorCode::SignInRequired, "no credential"));
+        assert!(sign_in.message.contains("runner-manager auth login"));
+    }
+
+    #[test]
+    fn the_user_socket_lives_in_the_runtime_dir() {
+        if paths::is_privileged() {
+            assert_eq!(
+                default_socket_path(Path::new("/d")),
+                Path::new("/run/runner-manager/api.sock")
+            );
+        } else if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+            assert_eq!(
+                default_socket_path(Path::new("/d")),
+                Path::new("/d/api.sock")
+            );
+        }
+    }
+}

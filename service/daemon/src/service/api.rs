@@ -1,0 +1,433 @@
+//! The local API's handler. Handlers ask, loops act: a change is written to the journal
+//! (compare-and-set), the loops are woken, and their next pass (which re-reads the policies)
+//! carries it out.
+
+use super::events::publish_auth;
+use super::state::{meta, Daemon};
+use super::status::{self, journal_error};
+use rm_core::{
+    Label, LabelSet, Policy, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
+    WorkspaceMode,
+};
+use rm_proto::{
+    ApiError, CredentialPut, Handler, HostCapacity, HostStatus, PauseState, Peer, Status,
+    TargetAdd, TargetRef, TargetStatus, TargetUpdate, WatchStart,
+};
+use secrecy::SecretString;
+use std::sync::Arc;
+
+/// The most runners a host or a policy may be given (catches a typo's extra zero).
+pub const MAX_CAPACITY: u32 = 256;
+
+#[derive(Clone)]
+pub struct Api {
+    pub daemon: Arc<Daemon>,
+}
+
+fn millis(m: rm_proto::UnixMillis) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::from_timestamp_millis(m.0)
+}
+
+fn bad(what: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(what.to_string())
+}
+
+fn parse_labels(texts: &[String]) -> Result<Vec<Label>, ApiError> {
+    texts
+        .iter()
+        .map(|t| Label::new(t).map_err(|e| bad(format!("{e}: fix the label '{t}'"))))
+        .collect()
+}
+
+fn check_capacity(n: u32, field: &str, min: u32) -> Result<(), ApiError> {
+    if n < min || n > MAX_CAPACITY {
+        return Err(bad(format!(
+            "{field} {n} is out of range: give {min}..={MAX_CAPACITY}"
+        )));
+    }
+    Ok(())
+}
+
+impl Api {
+    async fn host(&self) -> Result<rm_core::Host, ApiError> {
+        self.daemon
+            .journal
+            .with(|j| j.get_host())
+            .await
+            .map_err(journal_error)?
+            .map(|r| r.host)
+            .ok_or_else(|| {
+                ApiError::service_unavailable("the host row is missing: restart the service")
+            })
+    }
+
+    async fn policies(&self) -> Result<Vec<Policy>, ApiError> {
+        self.daemon
+            .journal
+            .with(|j| j.list_policies())
+            .await
+            .map_err(journal_error)
+    }
+
+    /// The policy a path names: the default profile's, else the only one of that target.
+    async fn find(&self, target: &TargetRef) -> Result<Policy, ApiError> {
+        let wanted = target.name.to_ascii_lowercase();
+        let mine: Vec<Policy> = self
+            .policies()
+            .await?
+            .into_iter()
+            .filter(|p| p.target().to_string().to_ascii_lowercase() == wanted)
+            .filter(|p| !self.daemon.removals.contains(p.id()))
+            .collect();
+        let found = match mine.iter().find(|p| p.profile().is_default()) {
+            Some(p) => Some(p.clone()),
+            None if mine.len() == 1 => mine.first().cloned(),
+            None => None,
+        };
+        found.ok_or_else(|| {
+            let noun = target.kind.as_str();
+            ApiError::not_found(format!(
+                "{} is not served by this host: add it with `runner-manager {noun} add {}`",
+                target.name, target.name
+            ))
+        })
+    }
+
+    async fn view(&self, policy: &Policy) -> Result<TargetStatus, ApiError> {
+        let id = policy.id();
+        let active = self
+            .daemon
+            .journal
+            .with(move |j| j.active_count(id))
+            .await
+            .map_err(journal_error)?;
+        Ok(status::target_status(&self.daemon, policy, active))
+    }
+
+    async fn changed(&self) {
+        self.daemon.wake.notify_one();
+        self.daemon.publish_status().await;
+    }
+
+    /// A new credential works again: policies parked in `authentication_failed` go back to
+    /// `pending` (their loops resume at the next pass).
+    async fn recover_auth_failed(&self) {
+        for _ in 0..3 {
+            let Ok(policies) = self.policies().await else {
+                return;
+            };
+            let mut conflict = false;
+            for mut p in policies
+                .into_iter()
+                .filter(|p| p.state() == PolicyState::AuthenticationFailed)
+            {
+                if p.transition_to(PolicyState::Pending).is_err() {
+                    continue;
+                }
+                if let Err(e) = self.daemon.journal.with(move |j| j.update_policy(&p)).await {
+                    tracing::debug!(error = %e, "policy changed meanwhile; retrying its recovery");
+                    conflict = true;
+                }
+            }
+            if !conflict {
+                return;
+            }
+        }
+    }
+}
+
+impl Handler for Api {
+    fn service_version(&self) -> String {
+        crate::VERSION.to_string()
+    }
+
+    async fn status(&self, _peer: Peer) -> Result<Status, ApiError> {
+        status::build(&self.daemon).await
+    }
+
+    async fn watch(&self, _peer: Peer) -> Result<WatchStart, ApiError> {
+        // Subscribe first: a change between the two is seen twice rather than missed.
+        let events = self.daemon.watch.subscribe();
+        let snapshot = status::build(&self.daemon).await?;
+        Ok(WatchStart { snapshot, events })
+    }
+
+    async fn put_credential(&self, peer: Peer, c: CredentialPut) -> Result<(), ApiError> {
+        if c.access_token.is_empty() {
+            return Err(bad(
+                "access_token is empty: sign in again with `runner-manager auth login`",
+            ));
+        }
+        let credential = rm_github::Credential {
+            access_token: SecretString::from(c.access_token.expose().to_string()),
+            expires_at: millis(c.expires_at),
+            refresh_token: if c.refresh_token.is_empty() {
+                None
+            } else {
+                Some(SecretString::from(c.refresh_token.expose().to_string()))
+            },
+            refresh_expires_at: millis(c.refresh_expires_at),
+        };
+        let client = self.daemon.client.clone();
+        tokio::task::spawn_blocking(move || client.set_credential(credential))
+            .await
+            .map_err(|e| ApiError::internal(format!("storing the credential failed: {e}")))?
+            .map_err(|e| {
+                ApiError::service_unavailable(format!(
+                    "the credential could not be stored ({e}): check the service's credential \
+                     store ({}) and sign in again",
+                    self.daemon.store.describe()
+                ))
+            })?;
+        let login = c.login.clone().unwrap_or_default();
+        let expires = c.refresh_expires_at.0.to_string();
+        self.daemon
+            .journal
+            .with(move |j| {
+                j.meta_set(meta::LOGIN, &login)?;
+                j.meta_set(meta::SIGN_IN_EXPIRES_MS, &expires)
+            })
+            .await
+            .map_err(journal_error)?;
+        tracing::info!(uid = peer.uid, login = ?c.login, "new GitHub credential stored");
+        self.recover_auth_failed().await;
+        publish_auth(&self.daemon).await;
+        self.changed().await;
+        Ok(())
+    }
+
+    async fn delete_credential(&self, peer: Peer) -> Result<(), ApiError> {
+        let store = Arc::clone(&self.daemon.store);
+        tokio::task::spawn_blocking(move || store.delete())
+            .await
+            .map_err(|e| ApiError::internal(format!("removing the credential failed: {e}")))?
+            .map_err(|e| {
+                ApiError::service_unavailable(format!(
+                    "the credential could not be removed ({e}): check the credential store ({})",
+                    self.daemon.store.describe()
+                ))
+            })?;
+        self.daemon.client.sign_out();
+        self.daemon
+            .journal
+            .with(|j| {
+                j.meta_delete(meta::LOGIN)?;
+                j.meta_delete(meta::SIGN_IN_EXPIRES_MS)
+            })
+            .await
+            .map_err(journal_error)?;
+        tracing::info!(uid = peer.uid, "GitHub credential removed (signed out)");
+        publish_auth(&self.daemon).await;
+        self.changed().await;
+        Ok(())
+    }
+
+    async fn targets(&self, _peer: Peer) -> Result<Vec<TargetStatus>, ApiError> {
+        Ok(status::build(&self.daemon).await?.targets)
+    }
+
+    async fn add_target(&self, peer: Peer, req: TargetAdd) -> Result<TargetStatus, ApiError> {
+        let target = Target::parse(&req.target).map_err(|e| {
+            bad(format!(
+                "{e}: give 'owner/repo' for a repository or 'org' for an organization"
+            ))
+        })?;
+        let profile = match &req.profile {
+            Some(p) => ProfileName::new(p).map_err(|e| bad(format!("{e}: fix the profile")))?,
+            None => ProfileName::default(),
+        };
+        if let Some(n) = req.max_capacity {
+            check_capacity(n, "max_capacity", 1)?;
+        }
+        let min = req.min_capacity.unwrap_or(0);
+        check_capacity(min, "min_capacity", 0)?;
+        let extra = parse_labels(req.labels.as_deref().unwrap_or_default())?;
+        let host = self.host().await?;
+        let routing = host.routing_label(&RoutingPrefix::default(), &profile);
+        let labels = LabelSet::new(std::iter::once(routing).chain(extra))
+            .map_err(|e| bad(format!("{e}: send fewer labels")))?;
+        let spec = PolicySpec {
+            target: target.clone(),
+            profile: profile.clone(),
+            enabled: req.enabled.unwrap_or(true),
+            max_capacity: req.max_capacity,
+            min_capacity: min,
+            labels,
+            workspace_mode: WorkspaceMode::Ephemeral,
+        };
+        spec.validate()
+            .map_err(|e| bad(format!("{e}: fix the request")))?;
+        let wanted = target.to_string().to_ascii_lowercase();
+        let existing = self.policies().await?.into_iter().find(|p| {
+            p.target().to_string().to_ascii_lowercase() == wanted && p.profile() == &profile
+        });
+        if existing
+            .as_ref()
+            .is_some_and(|p| self.daemon.removals.contains(p.id()))
+        {
+            return Err(ApiError::conflict(format!(
+                "{target} is still being removed (its runners finish their jobs first): add it \
+                 again once `runner-manager status` shows no runner of it"
+            )));
+        }
+        if existing.is_some() {
+            let noun = if target.is_organization() {
+                "org"
+            } else {
+                "repo"
+            };
+            return Err(ApiError::conflict(format!(
+                "{target} is already served by this host: change it with `runner-manager {noun} set {target}`"
+            )));
+        }
+        let policy = self
+            .daemon
+            .journal
+            .with(move |j| j.insert_policy(&spec))
+            .await
+            .map_err(journal_error)?;
+        tracing::info!(uid = peer.uid, gh_target = %target, policy = policy.id().get(), "target added");
+        self.changed().await;
+        Ok(status::target_status(&self.daemon, &policy, 0))
+    }
+
+    async fn update_target(
+        &self,
+        peer: Peer,
+        target: TargetRef,
+        req: TargetUpdate,
+    ) -> Result<TargetStatus, ApiError> {
+        let mut policy = self.find(&target).await?;
+        if policy.revision() != req.revision {
+            return Err(ApiError::conflict(format!(
+                "{} changed since revision {} (it is at {}): read it again and retry",
+                target.name,
+                req.revision,
+                policy.revision()
+            )));
+        }
+        if let Some(n) = req.max_capacity {
+            check_capacity(n, "max_capacity", 1)?;
+        }
+        if let Some(n) = req.min_capacity {
+            check_capacity(n, "min_capacity", 0)?;
+        }
+        let max = match (req.monitor_only, req.max_capacity) {
+            (Some(true), _) => None,
+            (_, Some(n)) => Some(n),
+            _ => policy.max_capacity(),
+        };
+        let min = req.min_capacity.unwrap_or(policy.min_capacity());
+        policy
+            .set_capacity(max, min)
+            .map_err(|e| bad(format!("{e}: fix max_capacity/min_capacity")))?;
+        if let Some(enabled) = req.enabled {
+            policy.set_enabled(enabled);
+        }
+        if let Some(labels) = &req.labels {
+            let host = self.host().await?;
+            let routing = host.routing_label(&RoutingPrefix::default(), policy.profile());
+            let set = LabelSet::new(std::iter::once(routing).chain(parse_labels(labels)?))
+                .map_err(|e| bad(format!("{e}: send fewer labels")))?;
+            policy.set_labels(set);
+        }
+        let stored = self
+            .daemon
+            .journal
+            .with(move |j| j.update_policy(&policy))
+            .await
+            .map_err(journal_error)?;
+        tracing::info!(uid = peer.uid, gh_target = %target.name, revision = stored.revision(), "target updated");
+        self.changed().await;
+        self.view(&stored).await
+    }
+
+    async fn remove_target(&self, peer: Peer, target: TargetRef) -> Result<(), ApiError> {
+        // Disable first so the loop drains it; the policy is deleted once nothing is left.
+        for _ in 0..3 {
+            let mut policy = self.find(&target).await?;
+            let id = policy.id();
+            policy.set_enabled(false);
+            match self
+                .daemon
+                .journal
+                .with(move |j| j.update_policy(&policy))
+                .await
+            {
+                Ok(_) => {
+                    self.daemon
+                        .removals
+                        .add(&self.daemon.journal, id)
+                        .await
+                        .map_err(journal_error)?;
+                    tracing::info!(uid = peer.uid, gh_target = %target.name, "target removed; its runners finish their job first");
+                    self.changed().await;
+                    return Ok(());
+                }
+                Err(rm_agent::JournalError::Conflict { .. }) => continue,
+                Err(e) => return Err(journal_error(e)),
+            }
+        }
+        Err(ApiError::conflict(format!(
+            "{} kept changing while being removed: retry",
+            target.name
+        )))
+    }
+
+    async fn set_host_capacity(
+        &self,
+        peer: Peer,
+        req: HostCapacity,
+    ) -> Result<HostStatus, ApiError> {
+        check_capacity(req.capacity, "capacity", 1)?;
+        let capacity = req.capacity;
+        let host = self
+            .daemon
+            .journal
+            .with(move |j| {
+                let Some(rec) = j.get_host()? else {
+                    return Err(rm_journal::JournalError::NotFound {
+                        entity: "host",
+                        id: "this".into(),
+                    });
+                };
+                let mut host = rec.host;
+                host.capacity = capacity;
+                j.put_host(&host, rec.runner_root.as_deref())?;
+                Ok(host)
+            })
+            .await
+            .map_err(journal_error)?;
+        tracing::info!(uid = peer.uid, capacity, "host capacity set");
+        self.changed().await;
+        Ok(status::host_status(&host))
+    }
+
+    async fn pause(&self, peer: Peer) -> Result<PauseState, ApiError> {
+        self.set_paused(peer, true).await
+    }
+
+    async fn resume(&self, peer: Peer) -> Result<PauseState, ApiError> {
+        self.set_paused(peer, false).await
+    }
+}
+
+impl Api {
+    async fn set_paused(&self, peer: Peer, paused: bool) -> Result<PauseState, ApiError> {
+        let value = if paused { "1" } else { "0" };
+        self.daemon
+            .journal
+            .with(move |j| j.meta_set(meta::PAUSED, value))
+            .await
+            .map_err(journal_error)?;
+        self.daemon.gate.set_paused(paused);
+        tracing::info!(
+            uid = peer.uid,
+            paused,
+            "launching {}",
+            if paused { "paused" } else { "resumed" }
+        );
+        self.changed().await;
+        Ok(PauseState { paused })
+    }
+}

@@ -1,0 +1,187 @@
+//! `GET /v1/status` (and every watch snapshot): built from the journal (host, policies,
+//! attempts, last GitHub contact), the GitHub client (auth state, budget) and what the event
+//! pump learnt (demand, recent failures). Nothing secret is read here.
+
+use super::state::{meta, Daemon};
+use rm_core::{Attempt, Host, Policy, PolicyId, ProfileName, RoutingPrefix};
+use rm_proto::{
+    ApiError, AuthState, Budget, HostStatus, RunnerStatus, Status, TargetKind, TargetStatus,
+    UnixMillis,
+};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+
+/// The domain's snake_case names are the wire's: read one through the proto type's serde
+/// (an unknown name reads as the type's `unknown`).
+pub fn via<T: DeserializeOwned>(text: &str, fallback: T) -> T {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).unwrap_or(fallback)
+}
+
+pub fn journal_error(e: rm_agent::JournalError) -> ApiError {
+    match e {
+        rm_agent::JournalError::Conflict { .. } => ApiError::conflict(format!(
+            "{e}: it changed meanwhile; read it again (`runner-manager status`) and retry"
+        )),
+        rm_agent::JournalError::NotFound { .. } => ApiError::not_found(e.to_string()),
+        rm_agent::JournalError::Unavailable { .. } => ApiError::service_unavailable(format!(
+            "{e}: see the service's log (`journalctl -u runner-manager`)"
+        )),
+    }
+}
+
+pub fn host_status(host: &Host) -> HostStatus {
+    HostStatus {
+        id: host.id.to_string(),
+        label: host.label.to_string(),
+        os: via(&host.os.to_string(), rm_proto::Os::Unknown),
+        arch: via(&host.arch.to_string(), rm_proto::Arch::Unknown),
+        capacity: host.capacity,
+        routing_label: host
+            .routing_label(&RoutingPrefix::default(), &ProfileName::default())
+            .to_string(),
+    }
+}
+
+pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetStatus {
+    let mut labels = policy.labels().to_strings();
+    if !labels.is_empty() {
+        // The first is the routing label; the rest are the operator's extra labels.
+        labels.remove(0);
+    }
+    TargetStatus {
+        target: policy.target().to_string(),
+        kind: if policy.target().is_organization() {
+            TargetKind::Org
+        } else {
+            TargetKind::Repo
+        },
+        profile: policy.profile().to_string(),
+        enabled: policy.enabled(),
+        state: via(policy.state().as_str(), rm_proto::TargetState::Unknown),
+        max_capacity: policy.max_capacity(),
+        min_capacity: policy.min_capacity(),
+        labels,
+        revision: policy.revision(),
+        demand: daemon.demand(policy.id().get()),
+        active_runners: active,
+    }
+}
+
+fn runner_status(attempt: &Attempt, target_of: &BTreeMap<PolicyId, String>) -> RunnerStatus {
+    RunnerStatus {
+        attempt_id: attempt.id().to_string(),
+        runner_name: attempt.runner_name().to_string(),
+        target: target_of
+            .get(&attempt.policy_id())
+            .cloned()
+            .unwrap_or_default(),
+        state: via(attempt.state().as_str(), rm_proto::RunnerState::Unknown),
+        job: None,
+        since: UnixMillis(attempt.state_changed_at().as_millis()),
+    }
+}
+
+/// The auth state for clients: the client's view plus the login the credential was handed
+/// over with.
+pub fn auth_state(daemon: &Daemon, login: Option<String>, expires: Option<i64>) -> AuthState {
+    match daemon.client.auth_state() {
+        rm_github::AuthState::SignedOut => AuthState::SignedOut,
+        rm_github::AuthState::SignedIn { expires_at, .. } => AuthState::SignedIn {
+            login: login.unwrap_or_default(),
+            expires_at: expires
+                .map(UnixMillis)
+                .or(expires_at.map(|t| UnixMillis(t.timestamp_millis()))),
+        },
+        rm_github::AuthState::SignInRequired { reason } => AuthState::SignInRequired {
+            reason: format!("{reason}: sign in again with `runner-manager auth login`"),
+        },
+    }
+}
+
+fn budget(daemon: &Daemon, targets: usize) -> Option<Budget> {
+    let snapshot = daemon.client.budget();
+    let rate = snapshot.rate.as_ref()?;
+    let interval = daemon
+        .client
+        .planner()
+        .poll_interval(targets, rate.limit)
+        .as_secs();
+    Some(Budget {
+        limit: u32::try_from(rate.limit).unwrap_or(u32::MAX),
+        remaining: u32::try_from(rate.remaining).unwrap_or(u32::MAX),
+        reset: Some(UnixMillis(rate.reset.timestamp_millis())),
+        charged_last_hour: u32::try_from(snapshot.totals.charged).unwrap_or(u32::MAX),
+        not_modified_last_hour: u32::try_from(snapshot.totals.free).unwrap_or(u32::MAX),
+        errors_last_hour: u32::try_from(snapshot.totals.errors).unwrap_or(u32::MAX),
+        poll_interval_secs: u32::try_from(interval).unwrap_or(u32::MAX),
+    })
+}
+
+struct Read {
+    host: Option<Host>,
+    policies: Vec<Policy>,
+    counts: BTreeMap<PolicyId, u32>,
+    attempts: Vec<Attempt>,
+    last_contact: Option<String>,
+    login: Option<String>,
+    expires: Option<String>,
+}
+
+pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
+    let read = daemon
+        .journal
+        .with(|j| {
+            Ok(Read {
+                host: j.get_host()?.map(|r| r.host),
+                policies: j.list_policies()?,
+                counts: j.active_counts_by_policy()?,
+                attempts: j.uncleaned_attempts()?,
+                last_contact: j.meta_get(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS)?,
+                login: j.meta_get(meta::LOGIN)?,
+                expires: j.meta_get(meta::SIGN_IN_EXPIRES_MS)?,
+            })
+        })
+        .await
+        .map_err(journal_error)?;
+    let host = read.host.ok_or_else(|| {
+        ApiError::service_unavailable(
+            "the host row is missing from the journal: restart the service",
+        )
+    })?;
+    let target_of: BTreeMap<PolicyId, String> = read
+        .policies
+        .iter()
+        .map(|p| (p.id(), p.target().to_string()))
+        .collect();
+    // A target being removed is gone for the user; its runners stay listed until cleaned.
+    let targets: Vec<TargetStatus> = read
+        .policies
+        .iter()
+        .filter(|p| !daemon.removals.contains(p.id()))
+        .map(|p| target_status(daemon, p, read.counts.get(&p.id()).copied().unwrap_or(0)))
+        .collect();
+    let mut distinct: Vec<&str> = target_of.values().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    Ok(Status {
+        host: host_status(&host),
+        paused: daemon.gate.paused(),
+        auth: auth_state(
+            daemon,
+            read.login,
+            read.expires.and_then(|e| e.parse().ok()),
+        ),
+        runners: read
+            .attempts
+            .iter()
+            .map(|a| runner_status(a, &target_of))
+            .collect(),
+        targets,
+        last_github_contact: read
+            .last_contact
+            .and_then(|v| v.parse().ok())
+            .map(UnixMillis),
+        budget: budget(daemon, distinct.len()),
+        recent_failures: daemon.failures(),
+    })
+}

@@ -1,0 +1,250 @@
+//! Support for the end-to-end tests: the built binaries, a fake GitHub with the fake runner
+//! package, and a real `runner-manager daemon run` on a socket in a temp directory.
+//!
+//! The binaries are the ones `cargo test --workspace` (or `cargo build --workspace --bins`)
+//! built next to the test executable; a missing one is an error naming that command.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture may panic
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rm_testkit::package::RunnerPackage;
+use rm_testkit::{FakeConfig, FakeGitHub, InstallationRepos};
+use tokio::process::{Child, Command};
+
+/// A built workspace binary, e.g. `runner-manager`.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let deps = exe.parent().expect("exe dir");
+    let candidates = [
+        deps.join(name),
+        deps.parent().expect("target dir").join(name),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return c.clone();
+        }
+    }
+    panic!(
+        "{name} is not built ({} missing): run `cargo build --workspace --bins` first",
+        candidates[1].display()
+    );
+}
+
+/// Polls `check` until it returns `Some`, or fails after `deadline` with `what`.
+pub async fn until<T, F, Fut>(deadline: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The fake GitHub seeded like the demo: user `octo`, repo `octo/hello` installed, the fake
+/// runner package served. Device-flow polls are allowed every second.
+pub async fn fake_github() -> FakeGitHub {
+    let gh = FakeGitHub::start(FakeConfig {
+        device_interval: Duration::from_secs(1),
+        ..FakeConfig::default()
+    })
+    .await
+    .expect("fake GitHub starts");
+    gh.create_user("octo").unwrap();
+    gh.create_repo("octo/hello").unwrap();
+    gh.create_installation(
+        "octo",
+        InstallationRepos::Selected(vec!["octo/hello".into()]),
+    )
+    .unwrap();
+    gh.set_runner_package(&RunnerPackage::shared_for_tests().expect("fake runner package"));
+    gh
+}
+
+/// A running `runner-manager daemon run` with its own data directory and socket.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub data_dir: PathBuf,
+    pub socket: PathBuf,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts the service against `gh` and waits until its socket answers.
+    pub async fn start(gh: &FakeGitHub) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("rm-e2e")
+            .tempdir()
+            .expect("temp dir");
+        // Reachable by other uids (the unauthorised-user test connects as nobody).
+        set_mode(dir.path(), 0o755);
+        let data_dir = dir.path().join("data");
+        let socket = dir.path().join("run").join("api.sock");
+        let log = dir.path().join("daemon.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(bin("runner-manager"))
+            .args(["daemon", "run", "--data-dir"])
+            .arg(&data_dir)
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--api-base", &gh.origin(), "--web-base", &gh.origin()])
+            .args(["--client-id", &gh.client_id()])
+            .args(["--credential-store", "file"])
+            // Fast passes so a test sees a job picked up in well under a second.
+            .args(["--poll-ms", "200", "--tick-ms", "200"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log"))
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("runner-manager daemon run starts");
+        let mut daemon = Daemon {
+            dir,
+            data_dir,
+            socket,
+            child: Some(child),
+            log,
+        };
+        let start = Instant::now();
+        loop {
+            if rm_proto::Client::connect(&daemon.socket).await.is_ok() {
+                break;
+            }
+            if let Some(status) = daemon
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("the daemon exited early ({status}):\n{}", daemon.log());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "the daemon's socket did not answer within 15 s:\n{}",
+                daemon.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if let Some(parent) = daemon.socket.parent() {
+            set_mode(parent, 0o755);
+        }
+        daemon
+    }
+
+    /// The daemon's combined output so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A connected API client.
+    pub async fn client(&self) -> rm_proto::Client {
+        rm_proto::Client::connect(&self.socket)
+            .await
+            .expect("client connects")
+    }
+
+    /// Hands a fresh token pair for `login` straight to the service (tests that are not about
+    /// sign-in skip the device flow).
+    pub async fn sign_in(&self, gh: &FakeGitHub, login: &str) {
+        let t = gh.issue_token(login).unwrap();
+        let put = rm_proto::CredentialPut {
+            access_token: rm_proto::SecretString::new(t.access_token),
+            expires_at: rm_proto::UnixMillis::from_millis(t.expires_at.timestamp_millis()),
+            refresh_token: rm_proto::SecretString::new(t.refresh_token.expect("refresh token")),
+            refresh_expires_at: rm_proto::UnixMillis::from_millis(
+                t.refresh_expires_at
+                    .expect("refresh expiry")
+                    .timestamp_millis(),
+            ),
+            login: Some(login.to_owned()),
+        };
+        self.client().await.put_credential(&put).await.unwrap();
+    }
+
+    /// The CLI with this daemon's socket and data directory.
+    pub fn cli(&self) -> Command {
+        let mut c = Command::new(bin("runner-manager"));
+        c.arg("--socket")
+            .arg(&self.socket)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs the CLI to completion.
+    pub async fn run(&self, args: &[&str]) -> Output {
+        self.cli().args(args).output().await.expect("CLI runs")
+    }
+
+    /// Runs the CLI and requires success; returns stdout.
+    pub async fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args).await;
+        assert!(
+            o.status.success(),
+            "{args:?} failed ({:?}): {}{}\ndaemon log:\n{}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            self.log()
+        );
+        String::from_utf8(o.stdout).expect("utf-8")
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let mut child = self.child.take().context("already stopped")?;
+        if let Some(pid) = child.id() {
+            let status = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()?;
+            if !status.success() {
+                bail!("kill -TERM {pid} failed");
+            }
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+            .await
+            .context("the daemon did not stop within 20 s of SIGTERM")??;
+        if !status.success() {
+            bail!("the daemon exited with {status}:\n{}", self.log());
+        }
+        Ok(())
+    }
+}
+
+/// The routing label `repo add` printed (`runs-on: <label>`).
+pub fn routing_label(add_output: &str) -> String {
+    add_output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("runs-on: "))
+        .unwrap_or_else(|| panic!("no `runs-on:` line in {add_output:?}"))
+        .trim()
+        .to_owned()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+}
+
+/// Whether this process runs as root (the other-uid test needs it).
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}

@@ -1,0 +1,124 @@
+//! Through the CLI: add a repository, queue jobs on the fake GitHub, watch them run on fake
+//! runners and `status --json` report it; the error classes and their exit codes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use rm_e2e::{bin, fake_github, routing_label, until, Daemon};
+use rm_testkit::{JobSpec, JobStatus};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_queued_for_an_added_repo_run_and_status_json_shows_it() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
+        .await;
+    let label = routing_label(&added);
+    assert!(label.starts_with("rm-"), "{added}");
+    for name in ["build", "test"] {
+        gh.queue_run(
+            "octo/hello",
+            vec![JobSpec::new(name, &[label.as_str()]).duration(Duration::from_millis(300))],
+        )
+        .unwrap();
+    }
+
+    let status = until(
+        Duration::from_secs(25),
+        "both jobs done and no runner left",
+        || async {
+            let jobs = gh.jobs();
+            let done = jobs.len() == 2 && jobs.iter().all(|j| j.status == JobStatus::Completed);
+            if !done {
+                return None;
+            }
+            let o = d.run(&["status", "--json"]).await;
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+            let idle = v["runners"].as_array()?.is_empty()
+                && v["targets"][0]["active_runners"].as_u64() == Some(0);
+            idle.then_some(v)
+        },
+    )
+    .await;
+
+    for j in gh.jobs() {
+        assert!(j.runner_name.is_some(), "job {} ran on no runner", j.name);
+        assert_eq!(j.conclusion, Some(rm_testkit::Conclusion::Success), "{j:?}");
+    }
+    assert!(
+        gh.runners().is_empty(),
+        "runners left registered: {:?}",
+        gh.runners()
+    );
+    assert_eq!(status["auth"]["state"], "signed_in", "{status}");
+    assert_eq!(status["targets"][0]["target"], "octo/hello");
+    assert_eq!(status["targets"][0]["kind"], "repo");
+    assert_eq!(status["targets"][0]["max_capacity"], 2);
+    assert!(status["last_github_contact"].is_i64(), "{status}");
+    assert_eq!(status["host"]["routing_label"], label.as_str());
+
+    let human = d.ok(&["status"]).await;
+    assert!(human.contains("signed in as octo"), "{human}");
+    assert!(human.contains("octo/hello"), "{human}");
+    d.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_commands_map_api_errors_to_exit_codes() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.ok(&["repo", "add", "octo/hello", "--disabled"]).await;
+
+    let again = d.run(&["repo", "add", "octo/hello"]).await;
+    assert_eq!(again.status.code(), Some(5), "{again:?}");
+
+    let missing = d.run(&["repo", "set", "octo/nope", "--enable"]).await;
+    assert_eq!(missing.status.code(), Some(6), "{missing:?}");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("runner-manager repo add"));
+
+    let updated = d
+        .ok(&[
+            "repo",
+            "set",
+            "octo/hello",
+            "--max-runners",
+            "3",
+            "--enable",
+        ])
+        .await;
+    assert!(updated.contains("max 3"), "{updated}");
+    let list: serde_json::Value =
+        serde_json::from_str(&d.ok(&["repo", "list", "--json"]).await).unwrap();
+    assert_eq!(list[0]["max_capacity"], 3);
+    assert_eq!(list[0]["enabled"], true);
+
+    let host = d.ok(&["host", "set-capacity", "3"]).await;
+    assert!(host.contains('3'), "{host}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&d.ok(&["host", "show", "--json"]).await).unwrap();
+    assert_eq!(shown["capacity"], 3);
+
+    d.ok(&["repo", "remove", "octo/hello"]).await;
+    let list: serde_json::Value =
+        serde_json::from_str(&d.ok(&["repo", "list", "--json"]).await).unwrap();
+    assert_eq!(list, serde_json::json!([]));
+    d.stop().await.unwrap();
+}
+
+#[test]
+fn without_a_service_the_cli_says_how_to_start_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(bin("runner-manager"))
+        .arg("--socket")
+        .arg(dir.path().join("api.sock"))
+        .args(["repo", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not running"), "{err}");
+    assert!(err.contains("runner-manager daemon run"), "{err}");
+}
