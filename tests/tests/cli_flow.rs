@@ -18,10 +18,13 @@ async fn jobs_queued_for_an_added_repo_run_and_status_json_shows_it() {
         .await;
     let label = routing_label(&added);
     assert!(label.starts_with("rm-"), "{added}");
+    // Real workflows list `self-hosted` (a default label GitHub gives every self-hosted
+    // runner) next to the routing label: such jobs must count as demand and run here.
     for name in ["build", "test"] {
         gh.queue_run(
             "octo/hello",
-            vec![JobSpec::new(name, &[label.as_str()]).duration(Duration::from_millis(300))],
+            vec![JobSpec::new(name, &["self-hosted", label.as_str()])
+                .duration(Duration::from_millis(300))],
         )
         .unwrap();
     }
@@ -59,6 +62,11 @@ async fn jobs_queued_for_an_added_repo_run_and_status_json_shows_it() {
     assert_eq!(status["targets"][0]["max_capacity"], 2);
     assert!(status["last_github_contact"].is_i64(), "{status}");
     assert_eq!(status["host"]["routing_label"], label.as_str());
+    assert_eq!(
+        status["targets"][0]["labels"][0],
+        label.as_str(),
+        "the policy's labels, routing label first: {status}"
+    );
 
     let human = d.ok(&["status"]).await;
     assert!(human.contains("signed in as octo"), "{human}");

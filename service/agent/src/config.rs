@@ -1,6 +1,6 @@
 //! Tunables of the loop, with the reference system's values as defaults.
 
-use rm_core::Timeouts;
+use rm_core::{Arch, Os, Timeouts};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +57,11 @@ pub struct AgentConfig {
     pub drain_deadline: Option<Duration>,
     /// How often a draining loop looks again (an exit notification is faster).
     pub drain_poll: Duration,
+    /// The host's OS and architecture: GitHub gives its runners the default labels
+    /// `self-hosted`, OS and arch, which demand matching must count (a job asking for
+    /// `[self-hosted, <routing label>]` is ours). Set from the host row where one is known.
+    pub os: Os,
+    pub arch: Arch,
 }
 
 impl Default for AgentConfig {
@@ -73,8 +78,21 @@ impl Default for AgentConfig {
             slow_launch: Duration::from_secs(60),
             drain_deadline: Some(Duration::from_secs(60)),
             drain_poll: Duration::from_secs(5),
+            os: this_os(),
+            arch: this_arch(),
         }
     }
+}
+
+/// The OS this build runs on (Linux for a system the runner does not support: the host row,
+/// which refuses such systems, overrides it anyway).
+fn this_os() -> Os {
+    Os::from_std(std::env::consts::OS).unwrap_or(Os::Linux)
+}
+
+/// The architecture this build runs on (x64 for one the runner does not support).
+fn this_arch() -> Arch {
+    Arch::from_std(std::env::consts::ARCH).unwrap_or(Arch::X64)
 }
 
 /// How long a loop waits between passes. The daemon wires GitHub's budget planner here; a

@@ -10,8 +10,8 @@ use crate::ports::{
 };
 use crate::target_loop::TargetLoop;
 use rm_core::{
-    allocate, match_demand, AllocationInput, Attempt, FailureReason, Outcome, Policy, PolicyDemand,
-    PolicyState, Timestamp,
+    allocate, match_demand_for_runner, AllocationInput, Attempt, FailureReason, Outcome, Policy,
+    PolicyDemand, PolicyState, Timestamp,
 };
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -62,7 +62,13 @@ where
         let policies = self.policies();
         let mut matched: HashMap<_, u32> = HashMap::new();
         for p in policies.iter().filter(|p| p.state() == PolicyState::Active) {
-            let count = match_demand(p.labels(), &snapshot.jobs, snapshot.is_floor);
+            let count = match_demand_for_runner(
+                p.labels(),
+                self.config.os,
+                self.config.arch,
+                &snapshot.jobs,
+                snapshot.is_floor,
+            );
             self.emit(EventKind::DemandSeen {
                 policy: p.id(),
                 matched: count.matched,
@@ -393,7 +399,14 @@ where
         let Ok(counts) = self.ports.journal.active_counts().await else {
             return true;
         };
-        let matched = match_demand(policy.labels(), &snapshot.jobs, snapshot.is_floor).matched;
+        let matched = match_demand_for_runner(
+            policy.labels(),
+            self.config.os,
+            self.config.arch,
+            &snapshot.jobs,
+            snapshot.is_floor,
+        )
+        .matched;
         let max = policy.max_capacity().unwrap_or(0);
         let wanted = matched.clamp(policy.min_capacity().min(max), max);
         let others = counts.of(policy.id()).saturating_sub(1);

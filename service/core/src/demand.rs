@@ -4,8 +4,12 @@
 //! (case-insensitive). A `runs-on` that could not be resolved to labels (an expression, a runner
 //! group) is reported, never counted. An empty label list is treated as unresolvable: it would
 //! otherwise match every policy.
+//!
+//! GitHub also gives every self-hosted runner the read-only labels `self-hosted`, its OS and
+//! its architecture; [`match_demand_for_runner`] counts those as present, since real workflows
+//! almost always ask for `self-hosted`.
 
-use crate::labels::LabelSet;
+use crate::labels::{default_runner_labels, Arch, LabelSet, Os};
 
 /// A job's `runs-on`, as far as the GitHub adapter could resolve it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,8 +49,41 @@ pub fn job_matches(labels: &LabelSet, required: &[String]) -> bool {
     !required.is_empty() && required.iter().all(|l| labels.contains(l))
 }
 
-/// Counts the jobs `labels` can serve; `is_floor` passes through from the adapter.
+/// Whether a job requiring `required` may run on a runner of `os`/`arch` registered with
+/// `labels`: GitHub's default labels for that runner count as present (case-insensitive).
+pub fn job_matches_runner(labels: &LabelSet, os: Os, arch: Arch, required: &[String]) -> bool {
+    let defaults = default_runner_labels(os, arch);
+    !required.is_empty()
+        && required
+            .iter()
+            .all(|l| labels.contains(l) || defaults.iter().any(|d| d.eq_ignore_ascii_case(l)))
+}
+
+/// Counts the jobs `labels` can serve; `is_floor` passes through from the adapter. Only the
+/// registered labels count: use [`match_demand_for_runner`] for a real runner.
 pub fn match_demand(labels: &LabelSet, jobs: &[JobDemand], is_floor: bool) -> DemandCount {
+    count_demand(jobs, is_floor, |required| job_matches(labels, required))
+}
+
+/// Counts the jobs a runner of `os`/`arch` registered with `labels` can serve, GitHub's default
+/// labels (`self-hosted`, OS, architecture) included.
+pub fn match_demand_for_runner(
+    labels: &LabelSet,
+    os: Os,
+    arch: Arch,
+    jobs: &[JobDemand],
+    is_floor: bool,
+) -> DemandCount {
+    count_demand(jobs, is_floor, |required| {
+        job_matches_runner(labels, os, arch, required)
+    })
+}
+
+fn count_demand(
+    jobs: &[JobDemand],
+    is_floor: bool,
+    matches: impl Fn(&[String]) -> bool,
+) -> DemandCount {
     let mut count = DemandCount {
         is_floor,
         ..DemandCount::default()
@@ -61,7 +98,7 @@ pub fn match_demand(labels: &LabelSet, jobs: &[JobDemand], is_floor: bool) -> De
                 })
             }
             RunsOn::Labels(required) => {
-                if job_matches(labels, required) {
+                if matches(required) {
                     count.matched = count.matched.saturating_add(1);
                 }
             }
@@ -100,6 +137,41 @@ mod tests {
         assert_eq!(count.matched, 2);
         assert!(count.unresolvable.is_empty());
         assert!(!count.is_floor);
+    }
+
+    #[test]
+    fn a_runner_also_has_githubs_default_labels() {
+        let labels = LabelSet::parse(["rm-home-linux-x64"]).unwrap();
+        let jobs = [
+            job(1, &["self-hosted", "rm-home-linux-x64"]),
+            job(2, &["Self-Hosted", "linux", "x64", "rm-home-linux-x64"]),
+            job(3, &["self-hosted", "Linux", "ARM64", "rm-home-linux-x64"]),
+            job(4, &["self-hosted", "macOS"]),
+            job(5, &["self-hosted"]),
+        ];
+        let count = match_demand_for_runner(&labels, Os::Linux, Arch::X64, &jobs, false);
+        // 1 and 2 are ours; 3 wants another arch, 4 another OS; 5 any self-hosted runner.
+        assert_eq!(count.matched, 3);
+        // The registered-labels-only API is unchanged.
+        assert_eq!(match_demand(&labels, &jobs, false).matched, 0);
+        let mac = match_demand_for_runner(&labels, Os::Macos, Arch::Arm64, &jobs[3..], false);
+        assert_eq!(mac.matched, 2);
+    }
+
+    #[test]
+    fn default_labels_follow_githubs_spelling() {
+        assert_eq!(
+            default_runner_labels(Os::Linux, Arch::X64),
+            ["self-hosted", "Linux", "X64"]
+        );
+        assert_eq!(
+            default_runner_labels(Os::Macos, Arch::Arm64),
+            ["self-hosted", "macOS", "ARM64"]
+        );
+        assert_eq!(
+            default_runner_labels(Os::Windows, Arch::Arm),
+            ["self-hosted", "Windows", "ARM"]
+        );
     }
 
     #[test]

@@ -339,6 +339,23 @@ impl Arch {
     }
 }
 
+/// The read-only labels GitHub gives every self-hosted runner besides the ones registered:
+/// `self-hosted`, its OS and its architecture, spelled as GitHub spells them. Workflows almost
+/// always list `self-hosted`, so demand matching must treat these as present.
+pub fn default_runner_labels(os: Os, arch: Arch) -> [&'static str; 3] {
+    let os = match os {
+        Os::Linux => "Linux",
+        Os::Macos => "macOS",
+        Os::Windows => "Windows",
+    };
+    let arch = match arch {
+        Arch::X64 => "X64",
+        Arch::Arm64 => "ARM64",
+        Arch::Arm => "ARM",
+    };
+    ["self-hosted", os, arch]
+}
+
 /// The reserved routing label `<prefix>-<host-label>-<os>-<arch>[-<profile>]`; the default
 /// profile adds no suffix. Always a valid [`Label`] (at most 96 characters by construction).
 pub fn routing_label(

@@ -23,12 +23,15 @@ pub use attempt::{
     Attempt, AttemptParts, AttemptRecordError, AttemptState, FailureReason, Observed, Outcome,
     OutcomeError, OutcomeKind, ProcessIdentity, RecordProblem, TerminateReason, TransitionError,
 };
-pub use demand::{job_matches, match_demand, DemandCount, JobDemand, RunsOn, UnresolvableJob};
+pub use demand::{
+    job_matches, job_matches_runner, match_demand, match_demand_for_runner, DemandCount, JobDemand,
+    RunsOn, UnresolvableJob,
+};
 pub use host::Host;
 pub use ids::{AttemptId, HostId, IdError, PolicyId, RUNNER_NAME_PREFIX};
 pub use labels::{
-    routing_label, Arch, HostLabel, Label, LabelError, LabelSet, Os, ProfileName, RoutingPrefix,
-    SlugProblem,
+    default_runner_labels, routing_label, Arch, HostLabel, Label, LabelError, LabelSet, Os,
+    ProfileName, RoutingPrefix, SlugProblem,
 };
 pub use policy::{Policy, PolicyError, PolicyParts, PolicySpec, PolicyState, WorkspaceMode};
 pub use recovery::{decide, Conclusion, Decision, Evidence, GitHubView, Observation, Timeouts};

@@ -499,3 +499,40 @@ async fn the_last_github_contact_is_recorded_only_when_github_answered() {
     assert!((now - at).abs() < 15_000, "recent: {at} vs {now}");
     assert!(d.terminate(Duration::from_secs(10)).success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_running_a_job_is_journalled_busy() {
+    let w = World::start().await;
+    let (_, cred) = w.credential();
+    let mut d = w.spawn_daemon(&["--drain-deadline", "1"]);
+    let client = d.client().await;
+    client.put_credential(&cred).await.unwrap();
+    client
+        .add_target(&TargetAdd {
+            target: REPO.into(),
+            max_capacity: Some(1),
+            ..TargetAdd::default()
+        })
+        .await
+        .unwrap();
+    let label = client.status().await.unwrap().host.routing_label;
+    let jobs = w.queue_with(&label, 1, Duration::from_secs(1), Behaviour::Hang);
+    eventually(Duration::from_secs(20), "the job taken", || {
+        w.job_status(jobs[0]) == Some(JobStatus::InProgress)
+    })
+    .await;
+    // While its job runs, the runner is `busy` (GitHub lists it busy), not `starting`.
+    let s = status_until(
+        &client,
+        Duration::from_secs(10),
+        "the runner journalled busy",
+        |s| s.runners.len() == 1 && s.runners[0].state == rm_proto::RunnerState::Busy,
+    )
+    .await;
+    assert_eq!(s.runners[0].target, REPO);
+    assert_eq!(w.job_status(jobs[0]), Some(JobStatus::InProgress));
+    drop(client);
+    let st = d.terminate(Duration::from_secs(15));
+    assert!(st.success(), "{st:?}\n{}", d.log_text());
+    kill_processes_under(&w.data_dir());
+}

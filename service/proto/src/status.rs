@@ -120,7 +120,8 @@ pub struct TargetStatus {
     /// runner starts).
     pub max_capacity: Option<u32>,
     pub min_capacity: u32,
-    /// Extra labels the runners carry beyond the routing label.
+    /// The labels the runners register with: the routing label first, then the extra ones
+    /// (GitHub's default `self-hosted`/OS/arch labels are not listed).
     pub labels: Vec<String>,
     /// Compare-and-set token: send it back in [`TargetUpdate`](crate::TargetUpdate).
     pub revision: u64,

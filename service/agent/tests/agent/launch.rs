@@ -586,3 +586,39 @@ async fn a_spawned_runner_whose_start_was_not_journalled_is_adopted_next_pass() 
     )));
     assert_eq!(h.journal.attempts().len(), 1, "not launched twice");
 }
+
+#[tokio::test]
+async fn a_job_asking_for_self_hosted_and_the_routing_label_launches() {
+    use rm_core::{Arch, JobDemand, Os, RunsOn};
+    let mut h = Harness::new();
+    {
+        let mut st = h.github.state.lock().unwrap();
+        let job = |id, labels: &[&str]| JobDemand {
+            job_id: id,
+            run_id: 1,
+            labels: RunsOn::Labels(labels.iter().map(|l| l.to_string()).collect()),
+        };
+        st.jobs = vec![
+            // GitHub's default labels of a Linux x64 runner, in any case.
+            job(1, &["self-hosted", LABEL]),
+            job(2, &["Self-Hosted", "Linux", "X64", LABEL]),
+            // Another architecture: not ours.
+            job(3, &["self-hosted", "ARM64", LABEL]),
+        ];
+    }
+    let config = rm_agent::AgentConfig {
+        os: Os::Linux,
+        arch: Arch::X64,
+        ..rm_agent::AgentConfig::default()
+    };
+    let lp = h.make_loop_with(target(), config);
+    assert_eq!(lp.pass().await.launched, 2);
+    assert!(h.events().iter().any(|e| matches!(
+        e,
+        EventKind::DemandSeen {
+            matched: 2,
+            unresolvable: 0,
+            ..
+        }
+    )));
+}

@@ -305,6 +305,9 @@ async fn serve(
     let mut agent = AgentConfig {
         drain_deadline: Some(options.drain_deadline),
         drain_poll: Duration::from_millis(500),
+        // GitHub's default runner labels (OS, arch) follow the host row, not this build.
+        os: host.os,
+        arch: host.arch,
         ..AgentConfig::default()
     };
     if let Some(t) = options.registration_timeout {

@@ -43,11 +43,9 @@ pub fn host_status(host: &Host) -> HostStatus {
 }
 
 pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetStatus {
-    let mut labels = policy.labels().to_strings();
-    if !labels.is_empty() {
-        // The first is the routing label; the rest are the operator's extra labels.
-        labels.remove(0);
-    }
+    // Every label the runners register with, the routing label first (as the offline view
+    // and `repo add`'s routing-label line expect).
+    let labels = policy.labels().to_strings();
     TargetStatus {
         target: policy.target().to_string(),
         kind: if policy.target().is_organization() {
@@ -76,6 +74,9 @@ fn runner_status(attempt: &Attempt, target_of: &BTreeMap<PolicyId, String>) -> R
             .cloned()
             .unwrap_or_default(),
         state: via(attempt.state().as_str(), rm_proto::RunnerState::Unknown),
+        // Unknown by design: the agent never sees jobs, and the only job data the daemon
+        // holds is the queued-jobs list (jobs without a runner yet). Learning a runner's job
+        // would take an extra charged request per pass, which GITHUB.md's budget forbids.
         job: None,
         since: UnixMillis(attempt.state_changed_at().as_millis()),
     }
