@@ -5,6 +5,7 @@
 #
 # Usage: scripts/bench-idle.sh [TARGETS=10] [WINDOW_SECS=60]
 #   RM_BENCH_PROFILE=release uses release binaries (built if missing); default debug.
+#   RM_BENCH_DAEMON_ARGS="..." passes extra arguments to `daemon run` (for experiments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets="${1:-10}"
@@ -51,7 +52,7 @@ socket="$tmp/run/api.sock"
 rm_cli() { "$bin/runner-manager" --data-dir "$data" --socket "$socket" "$@"; }
 "$bin/runner-manager" daemon run --data-dir "$data" --socket "$socket" \
     --api-base "$origin" --web-base "$origin" --client-id "$client_id" \
-    --credential-store file >"$tmp/daemon.log" 2>&1 &
+    --credential-store file ${RM_BENCH_DAEMON_ARGS:-} >"$tmp/daemon.log" 2>&1 &
 daemon_pid=$!
 pids+=("$daemon_pid")
 wait_for "rm_cli status" 30 "the service"

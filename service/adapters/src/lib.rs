@@ -20,7 +20,8 @@ pub use github::{map_github_error, GitHubAdapter, DEFAULT_RUNNER_GROUP};
 pub use host::HostAdapter;
 pub use journal::JournalAdapter;
 pub use lifecycle::{
-    journal_targets, spawn_target_loops, Lifecycle, LifecycleConfig, RealLoop, TargetChanges,
+    journal_targets, spawn_target_loops, ExitWatch, Lifecycle, LifecycleConfig, RealLoop,
+    TargetChanges,
 };
 pub use package_source::{version_from_filename, GitHubPackageSource};
 pub use poll::{BudgetPoll, DEFAULT_HOURLY_LIMIT};

@@ -11,7 +11,7 @@ use rm_agent::{
     AgentConfig, DrainReport, HostShared, JournalPort, PollInterval, Ports, RunnerHostPort,
     SystemClock, TargetLoop,
 };
-use rm_core::{AttemptId, PolicyId, ProcessIdentity, Target};
+use rm_core::{Attempt, AttemptId, PolicyId, ProcessIdentity, Target};
 use rm_runner::PackageSource;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -303,22 +303,73 @@ fn spawn_loop<S: PackageSource + 'static>(
     });
 }
 
-/// Every `every`, inspects the journalled process of each live attempt; when one has ended,
-/// wakes the loop that supervises it once (the loop concludes it in its next pass instead of
-/// at the next poll). Ownership comes from each loop's last copy of its policies, so a retiring
-/// loop whose policies were deleted is still woken.
+/// Notices runner processes that have ended, so the loop supervising one can conclude it at
+/// once instead of at its next poll. Each ended process is reported until marked, then never
+/// again (the set forgets attempts no longer live, so it stays small). Shared by
+/// [`Lifecycle`]'s exit watcher and the daemon's fleet.
+#[derive(Debug, Default)]
+pub struct ExitWatch {
+    notified: HashSet<(AttemptId, ProcessIdentity)>,
+}
+
+impl ExitWatch {
+    pub fn new() -> Self {
+        ExitWatch::default()
+    }
+
+    /// The live attempts whose journalled process has ended and was not marked yet (see
+    /// [`ExitWatch::mark`]). A failed journal read reports none; a process that cannot be
+    /// inspected counts as running.
+    pub async fn ended<J: JournalPort, H: RunnerHostPort>(
+        &mut self,
+        journal: &J,
+        host: &H,
+    ) -> Vec<Attempt> {
+        let Ok(attempts) = journal.uncleaned_attempts().await else {
+            return Vec::new();
+        };
+        let mut live = HashSet::new();
+        let mut ended = Vec::new();
+        for attempt in attempts.into_iter().filter(|a| !a.is_terminal()) {
+            let Some(process) = attempt.process() else {
+                continue;
+            };
+            let key = (attempt.id().clone(), process);
+            let seen = self.notified.contains(&key);
+            live.insert(key);
+            if seen || host.inspect(process).await.unwrap_or(true) {
+                continue;
+            }
+            ended.push(attempt);
+        }
+        self.notified.retain(|k| live.contains(k));
+        ended
+    }
+
+    /// `attempt`'s ended process has been acted on: [`ExitWatch::ended`] skips it from now on.
+    pub fn mark(&mut self, attempt: &Attempt) {
+        if let Some(process) = attempt.process() {
+            self.notified.insert((attempt.id().clone(), process));
+        }
+    }
+}
+
+/// Every `every`, looks for runner processes that have ended ([`ExitWatch`]) and wakes the
+/// loop that supervises each once. Ownership comes from each loop's last copy of its
+/// policies, so a retiring loop whose policies were deleted is still woken.
 async fn watch_exits<S: PackageSource + 'static>(
     journal: JournalAdapter,
     host: Arc<HostAdapter<S>>,
     loops: Arc<Mutex<Vec<Arc<RealLoop<S>>>>>,
     every: Duration,
 ) {
-    let mut notified: HashSet<(AttemptId, ProcessIdentity)> = HashSet::new();
+    let mut exits = ExitWatch::new();
     loop {
         tokio::time::sleep(every).await;
-        let Ok(attempts) = journal.uncleaned_attempts().await else {
+        let ended = exits.ended(&journal, &host).await;
+        if ended.is_empty() {
             continue;
-        };
+        }
         let owner: HashMap<PolicyId, Arc<RealLoop<S>>> = lock(&loops)
             .iter()
             .flat_map(|lp| {
@@ -328,22 +379,12 @@ async fn watch_exits<S: PackageSource + 'static>(
                     .collect::<Vec<_>>()
             })
             .collect();
-        let mut live = HashSet::new();
-        for attempt in attempts.iter().filter(|a| !a.is_terminal()) {
-            let Some(process) = attempt.process() else {
-                continue;
-            };
-            let key = (attempt.id().clone(), process);
-            live.insert(key.clone());
-            if notified.contains(&key) || host.inspect(process).await.unwrap_or(true) {
-                continue;
-            }
+        for attempt in &ended {
             if let Some(lp) = owner.get(&attempt.policy_id()) {
-                tracing::debug!(attempt = %attempt.id(), pid = process.pid, "runner process ended; waking its loop");
+                tracing::debug!(attempt = %attempt.id(), "runner process ended; waking its loop");
                 lp.wake();
-                notified.insert(key);
+                exits.mark(attempt);
             }
         }
-        notified.retain(|k| live.contains(k));
     }
 }

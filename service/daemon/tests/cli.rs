@@ -195,23 +195,15 @@ fn bad_input_is_refused_with_a_fix_and_changes_nothing() {
     assert!(err.contains("runner-manager org add octo"), "{err}");
     let err = fails(d, &["org", "add", "me/app"], ExitCode::Usage);
     assert!(err.contains("runner-manager repo add me/app"), "{err}");
-    fails(d, &["repo", "add", "a/b/c"], ExitCode::Usage);
-    fails(d, &["repo", "add", "-x/app"], ExitCode::Usage);
-    fails(
-        d,
-        &["repo", "add", "me/other", "--max-runners", "0"],
-        ExitCode::Usage,
-    );
-    fails(
-        d,
-        &["repo", "add", "me/other", "--max-runners", "-3"],
-        ExitCode::Usage,
-    );
-    fails(
-        d,
-        &["repo", "add", "me/other", "--max-runners", "100000"],
-        ExitCode::Usage,
-    );
+    for args in [
+        &["repo", "add", "a/b/c"][..],
+        &["repo", "add", "-x/app"][..],
+        &["repo", "add", "me/other", "--max-runners", "0"][..],
+        &["repo", "add", "me/other", "--max-runners", "-3"][..],
+        &["repo", "add", "me/other", "--max-runners", "100000"][..],
+    ] {
+        fails(d, args, ExitCode::Usage);
+    }
     let err = fails(
         d,
         &[
@@ -229,27 +221,15 @@ fn bad_input_is_refused_with_a_fix_and_changes_nothing() {
         err.contains("min_capacity 2 is above max_capacity 1"),
         "{err}"
     );
-    fails(
-        d,
-        &["repo", "add", "me/other", "--label", "bad label"],
-        ExitCode::Usage,
-    );
-    fails(
-        d,
-        &["repo", "add", "me/other", "--profile", "Big"],
-        ExitCode::Usage,
-    );
-    fails(
-        d,
-        &["repo", "add", "me/other", "--frobnicate"],
-        ExitCode::Usage,
-    );
-    fails(d, &["repo", "set", "me/app"], ExitCode::Usage);
-    fails(
-        d,
-        &["repo", "set", "me/app", "--enable", "--disable"],
-        ExitCode::Usage,
-    );
+    for args in [
+        &["repo", "add", "me/other", "--label", "bad label"][..],
+        &["repo", "add", "me/other", "--profile", "Big"][..],
+        &["repo", "add", "me/other", "--frobnicate"][..],
+        &["repo", "set", "me/app"][..],
+        &["repo", "set", "me/app", "--enable", "--disable"][..],
+    ] {
+        fails(d, args, ExitCode::Usage);
+    }
 
     let err = fails(d, &["repo", "add", "me/app"], ExitCode::Conflict);
     assert!(err.contains("runner-manager repo set me/app"), "{err}");

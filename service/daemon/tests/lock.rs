@@ -100,31 +100,38 @@ fn a_lock_released_within_the_retry_window_is_taken() {
     assert!(lock.is_ok(), "{lock:?}");
 }
 
-#[test]
-fn a_second_daemon_exits_with_the_conflict_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = env!("CARGO_BIN_EXE_runner-manager");
-    let mut first = Command::new(bin)
-        .args(["--data-dir"])
-        .arg(dir.path())
+/// Starts `runner-manager daemon run` on `data_dir` and waits until it has written its pid
+/// into the lock file (it holds the lock).
+fn spawn_locked_daemon(data_dir: &Path) -> Child {
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_runner-manager"))
+        .arg("--data-dir")
+        .arg(data_dir)
         .args(["daemon", "run", "--start-at", "boot"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the first daemon has written its pid into the lock file.
-    let lock_file = dir.path().join("runner-manager.lock");
+    let lock_file = data_dir.join("runner-manager.lock");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(&lock_file)
-        .map(|t| t.contains(&format!("pid={}", first.id())))
+        .map(|t| t.contains(&format!("pid={}", daemon.id())))
         .unwrap_or(false)
     {
-        assert!(
-            Instant::now() < deadline,
-            "first daemon never took the lock"
-        );
+        if Instant::now() > deadline {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            panic!("the daemon never took the lock");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    daemon
+}
+
+#[test]
+fn a_second_daemon_exits_with_the_conflict_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_runner-manager");
+    let mut first = spawn_locked_daemon(dir.path());
     let second = Command::new(bin)
         .args(["--data-dir"])
         .arg(dir.path())
@@ -149,44 +156,15 @@ fn sigterm_stops_the_daemon_cleanly_and_frees_the_lock() {
     use nix::unistd::Pid;
 
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_runner-manager"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["daemon", "run", "--start-at", "boot"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lock_file = dir.path().join("runner-manager.lock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&lock_file)
-        .map(|t| t.contains(&format!("pid={}", daemon.id())))
-        .unwrap_or(false)
-    {
-        if Instant::now() > deadline {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
-            panic!("daemon never took the lock");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut daemon = spawn_locked_daemon(dir.path());
     kill(
         Pid::from_raw(i32::try_from(daemon.id()).unwrap()),
         Signal::SIGTERM,
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = daemon.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
-            panic!("daemon ignored SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = rm_testkit::harness::wait_exit_within(&mut daemon, Duration::from_secs(10))
+        .unwrap()
+        .expect("daemon ignored SIGTERM");
     assert_eq!(status.code(), Some(0));
     InstanceLock::acquire(dir.path()).unwrap();
 }

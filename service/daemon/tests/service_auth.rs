@@ -5,21 +5,9 @@
 
 mod service_support;
 
-use rm_proto::{AuthState, TargetAdd, TargetState};
+use rm_proto::{AuthState, TargetState};
 use service_support::*;
 use std::time::Duration;
-
-async fn add_repo(client: &rm_proto::Client) -> String {
-    client
-        .add_target(&TargetAdd {
-            target: REPO.into(),
-            max_capacity: Some(1),
-            ..TargetAdd::default()
-        })
-        .await
-        .unwrap();
-    client.status().await.unwrap().host.routing_label
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_renews_a_short_lived_token_and_keeps_serving() {
@@ -27,9 +15,7 @@ async fn the_service_renews_a_short_lived_token_and_keeps_serving() {
     w.gh.set_token_lifetimes(Duration::from_secs(4), Duration::from_secs(3600));
     let (token, cred) = w.credential();
     let mut d = w.spawn_daemon(&["--renew-margin-secs", "2"]);
-    let client = d.client().await;
-    client.put_credential(&cred).await.unwrap();
-    let label = add_repo(&client).await;
+    let (client, label) = serve_repo_with(&mut d, &cred, 1).await;
     let first = w.queue(&label, 1, Duration::from_millis(200));
     eventually(Duration::from_secs(20), "the first job completed", || {
         w.completed_by_us(first[0])
@@ -67,9 +53,7 @@ async fn a_revoked_credential_asks_for_sign_in_and_a_new_one_recovers() {
     let w = World::start().await;
     let (token, cred) = w.credential();
     let mut d = w.spawn_daemon(&[]);
-    let client = d.client().await;
-    client.put_credential(&cred).await.unwrap();
-    let label = add_repo(&client).await;
+    let (client, label) = serve_repo_with(&mut d, &cred, 1).await;
     let first = w.queue(&label, 1, Duration::from_millis(200));
     eventually(Duration::from_secs(20), "the first job completed", || {
         w.completed_by_us(first[0])

@@ -168,19 +168,8 @@ async fn targets_added_through_the_api_are_served_and_secrets_stay_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_waits_for_the_busy_runner_to_finish_its_job() {
     let w = World::start().await;
-    let (_, cred) = w.credential();
     let mut d = w.spawn_daemon(&[]);
-    let client = d.client().await;
-    client.put_credential(&cred).await.unwrap();
-    client
-        .add_target(&TargetAdd {
-            target: REPO.into(),
-            max_capacity: Some(1),
-            ..TargetAdd::default()
-        })
-        .await
-        .unwrap();
-    let label = client.status().await.unwrap().host.routing_label;
+    let (_client, label) = serving_repo(&w, &mut d, 1).await;
     let jobs = w.queue(&label, 1, Duration::from_millis(2500));
     eventually(Duration::from_secs(20), "the job taken", || {
         w.job_status(jobs[0]) == Some(JobStatus::InProgress)
@@ -198,19 +187,8 @@ async fn sigterm_waits_for_the_busy_runner_to_finish_its_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drain_deadline_stops_waiting_and_the_next_start_adopts() {
     let w = World::start().await;
-    let (_, cred) = w.credential();
     let mut d = w.spawn_daemon(&["--drain-deadline", "2"]);
-    let client = d.client().await;
-    client.put_credential(&cred).await.unwrap();
-    client
-        .add_target(&TargetAdd {
-            target: REPO.into(),
-            max_capacity: Some(1),
-            ..TargetAdd::default()
-        })
-        .await
-        .unwrap();
-    let label = client.status().await.unwrap().host.routing_label;
+    let (client, label) = serving_repo(&w, &mut d, 1).await;
     let jobs = w.queue_with(&label, 1, Duration::from_secs(1), Behaviour::Hang);
     eventually(Duration::from_secs(20), "the job taken", || {
         w.job_status(jobs[0]) == Some(JobStatus::InProgress)
@@ -355,15 +333,7 @@ async fn a_failed_launch_is_reported_once_with_its_fix() {
             rate: 1.0,
         },
     ));
-    client
-        .add_target(&TargetAdd {
-            target: REPO.into(),
-            max_capacity: Some(1),
-            ..TargetAdd::default()
-        })
-        .await
-        .unwrap();
-    let label = client.status().await.unwrap().host.routing_label;
+    let label = add_repo(&client, 1).await;
     let job = w.queue(&label, 1, Duration::from_millis(200))[0];
     let s = status_until(
         &client,
@@ -503,19 +473,8 @@ async fn the_last_github_contact_is_recorded_only_when_github_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_running_a_job_is_journalled_busy() {
     let w = World::start().await;
-    let (_, cred) = w.credential();
     let mut d = w.spawn_daemon(&["--drain-deadline", "1"]);
-    let client = d.client().await;
-    client.put_credential(&cred).await.unwrap();
-    client
-        .add_target(&TargetAdd {
-            target: REPO.into(),
-            max_capacity: Some(1),
-            ..TargetAdd::default()
-        })
-        .await
-        .unwrap();
-    let label = client.status().await.unwrap().host.routing_label;
+    let (client, label) = serving_repo(&w, &mut d, 1).await;
     let jobs = w.queue_with(&label, 1, Duration::from_secs(1), Behaviour::Hang);
     eventually(Duration::from_secs(20), "the job taken", || {
         w.job_status(jobs[0]) == Some(JobStatus::InProgress)

@@ -6,7 +6,6 @@
 
 mod service_support;
 
-use rm_proto::TargetAdd;
 use rm_testkit::{Behaviour, JobStatus};
 use service_support::*;
 use std::fs;
@@ -34,18 +33,7 @@ async fn serve_one_job(
     duration: Duration,
     behaviour: Behaviour,
 ) -> (rm_proto::Client, String, u64) {
-    let client = d.client().await;
-    let (_, cred) = w.credential();
-    client.put_credential(&cred).await.unwrap();
-    client
-        .add_target(&TargetAdd {
-            target: REPO.into(),
-            max_capacity: Some(2),
-            ..TargetAdd::default()
-        })
-        .await
-        .unwrap();
-    let label = client.status().await.unwrap().host.routing_label;
+    let (client, label) = serving_repo(w, d, 2).await;
     let job = w.queue_with(&label, 1, duration, behaviour)[0];
     eventually(Duration::from_secs(20), "the job taken", || {
         w.job_status(job) == Some(JobStatus::InProgress)

@@ -84,18 +84,9 @@ fn same_version_rewrite_is_ignored_and_a_newer_build_is_handed_over_to() {
 
     install(&bin, "#!/bin/sh\necho \"runner-manager 99.0.0\"\n");
     wait_for(&rx, &mut daemon, "hand over to runner-manager 99.0.0");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = daemon.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = daemon.kill();
-            let _ = daemon.wait();
-            panic!("the daemon did not exit after announcing the hand-over");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = rm_testkit::harness::wait_exit_within(&mut daemon, Duration::from_secs(10))
+        .unwrap()
+        .expect("the daemon did not exit after announcing the hand-over");
     // Non-zero so that `Restart=on-failure` starts the new build.
     assert_eq!(
         status.code(),

@@ -34,6 +34,8 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod fault;
+#[cfg(unix)]
+pub mod harness;
 mod http;
 pub mod package;
 mod server;

@@ -4,12 +4,11 @@
 #![allow(dead_code)]
 
 use rm_journal::Journal;
-use rm_testkit::package::RunnerPackage;
-use rm_testkit::{FakeConfig, FakeGitHub, InstallationRepos, JobSpec, JobStatus};
-use std::os::unix::fs::PermissionsExt;
+use rm_testkit::harness::LoggedChild;
+use rm_testkit::{FakeGitHub, InstallationRepos, JobSpec, JobStatus};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,20 +19,6 @@ pub const ORG_REPO: &str = "acme/api";
 /// The routing label `lifecycle-host --host-label test` gives its policies.
 pub const LABEL: &str = "rm-test-linux-x64";
 
-/// The fake runner package; builds the fake listener first if this checkout has not yet.
-pub fn runner_package() -> RunnerPackage {
-    if let Ok(p) = RunnerPackage::shared_for_tests() {
-        return p;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "-p", "rm-fake-runner"])
-        .status()
-        .expect("cargo build -p rm-fake-runner");
-    assert!(status.success(), "building the fake runner listener failed");
-    RunnerPackage::shared_for_tests().expect("fake runner package")
-}
-
 pub struct World {
     pub gh: FakeGitHub,
     pub token: String,
@@ -42,26 +27,15 @@ pub struct World {
 
 impl World {
     pub async fn start() -> World {
-        let gh = FakeGitHub::start(FakeConfig {
-            poll_hold: Duration::from_millis(300),
-            session_timeout: Duration::from_millis(1500),
-            ..FakeConfig::default()
-        })
-        .await
-        .expect("fake GitHub");
-        gh.create_user("octo").unwrap();
-        gh.create_repo(REPO).unwrap();
-        gh.create_installation("octo", InstallationRepos::All)
+        let gh = rm_testkit::harness::fake_github_with_repo("octo", REPO)
+            .await
             .unwrap();
         gh.create_org(ORG).unwrap();
         gh.add_org_member(ORG, "octo", true).unwrap();
         gh.create_repo(ORG_REPO).unwrap();
         gh.create_installation(ORG, InstallationRepos::All).unwrap();
-        gh.set_runner_package(&runner_package());
         let token = gh.issue_token("octo").unwrap().access_token;
-        let dir = tempfile::tempdir().unwrap();
-        // Runners run as unprivileged uids: they must be able to reach the runner root.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = rm_testkit::harness::runner_temp_dir().unwrap();
         World { gh, token, dir }
     }
 
@@ -112,15 +86,6 @@ impl World {
         extra: &[&str],
         failpoint: Option<&str>,
     ) -> HostProc {
-        let log = self.dir.path().join(format!(
-            "host-{}.log",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        let out = std::fs::File::create(&log).unwrap();
-        let err = out.try_clone().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lifecycle-host"));
         cmd.arg("--data-dir")
             .arg(self.data_dir())
@@ -150,17 +115,11 @@ impl World {
         cmd.args(extra)
             .env("RM_TEST_TOKEN", &self.token)
             .env("RUST_LOG", "debug")
-            .env_remove("RM_FAILPOINT")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
+            .env_remove("RM_FAILPOINT");
         if let Some(fp) = failpoint {
             cmd.env("RM_FAILPOINT", fp);
         }
-        HostProc {
-            child: cmd.spawn().expect("lifecycle-host"),
-            log,
-        }
+        LoggedChild::spawn(&mut cmd, self.dir.path(), "lifecycle-host").expect("lifecycle-host")
     }
 
     pub fn journal(&self) -> Journal {
@@ -222,86 +181,10 @@ pub fn runtime_dirs(root: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// Live (non-zombie) processes whose cwd or command line is under `root`.
-pub fn processes_under(root: &Path) -> Vec<(u32, String)> {
-    let root_s = root.to_string_lossy().to_string();
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.filter_map(Result::ok) {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.trim().chars().next());
-        if matches!(state, Some('Z') | Some('X') | None) {
-            continue;
-        }
-        let cwd = std::fs::read_link(e.path().join("cwd"))
-            .map(|p| p.to_string_lossy().to_string())
-            .unwrap_or_default();
-        let cmdline = std::fs::read(e.path().join("cmdline"))
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-            .unwrap_or_default();
-        if cwd.starts_with(&root_s) || cmdline.contains(&root_s) {
-            out.push((pid, cmdline));
-        }
-    }
-    out
-}
+pub use rm_testkit::harness::processes_under;
 
-pub struct HostProc {
-    pub child: Child,
-    pub log: PathBuf,
-}
-
-impl HostProc {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits for the process to end by itself.
-    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "lifecycle-host did not exit in {limit:?}; log:\n{}",
-                    self.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// SIGTERM, then waits for the drain to finish.
-    pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        self.wait_exit(limit)
-    }
-}
-
-impl Drop for HostProc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+/// `lifecycle-host` as a child process logging to a file (killed when dropped).
+pub type HostProc = LoggedChild;
 
 /// Polls `check` until it is true or `limit` passes.
 pub async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {

@@ -7,18 +7,17 @@
 use std::path::{Path, PathBuf};
 
 use rm_core::{
-    Arch, Host, HostId, HostLabel, Label, LabelSet, Os, Policy, PolicySpec, ProfileName,
-    RoutingPrefix, Target, WorkspaceMode,
+    Host, Label, LabelSet, Policy, PolicySpec, ProfileName, RoutingPrefix, Target, WorkspaceMode,
 };
 use rm_journal::{Journal, JournalError};
 use serde::Serialize;
 
 use crate::exit::{ExitCode, Failure};
 use crate::paths;
+use crate::service::host_row::machine_host;
 
-/// The most runners a host or a policy may be given: far above what one machine runs, low
-/// enough to catch a typo (an extra zero).
-pub const MAX_CAPACITY: u32 = 256;
+/// The most runners a host or a policy may be given (the service's own limit).
+pub use crate::service::MAX_CAPACITY;
 
 /// How many runners a new policy may start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,69 +224,6 @@ fn host_view(host: &Host, root: &Path) -> HostView {
         capacity: host.capacity,
         runner_root: root.to_path_buf(),
     }
-}
-
-/// Half the CPUs (at least one): leaves the machine usable while runners work.
-pub fn default_capacity() -> u32 {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
-    u32::try_from(cpus / 2).unwrap_or(1).clamp(1, MAX_CAPACITY)
-}
-
-fn machine_name() -> String {
-    #[cfg(unix)]
-    {
-        nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_default()
-    }
-    #[cfg(not(unix))]
-    {
-        std::env::var("COMPUTERNAME").unwrap_or_default()
-    }
-}
-
-/// A stable id: the OS machine id where there is one, else the label and the creation time.
-fn machine_host_id(label: &HostLabel) -> Result<HostId, Failure> {
-    let from_machine_id = std::fs::read_to_string("/etc/machine-id")
-        .ok()
-        .and_then(|s| HostId::new(s.trim()).ok());
-    if let Some(id) = from_machine_id {
-        return Ok(id);
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    HostId::new(format!("{label}-{nanos:x}")).map_err(|e| Failure::internal(e.to_string()))
-}
-
-fn machine_host() -> Result<Host, Failure> {
-    let os = Os::from_std(std::env::consts::OS).ok_or_else(|| {
-        Failure::new(
-            ExitCode::Unsupported,
-            format!("GitHub's runner does not support {}", std::env::consts::OS),
-        )
-    })?;
-    let arch = Arch::from_std(std::env::consts::ARCH).ok_or_else(|| {
-        Failure::new(
-            ExitCode::Unsupported,
-            format!(
-                "GitHub's runner does not support {}",
-                std::env::consts::ARCH
-            ),
-        )
-    })?;
-    let label = HostLabel::from_machine_name(&machine_name());
-    Ok(Host {
-        id: machine_host_id(&label)?,
-        os,
-        arch,
-        label,
-        capacity: default_capacity(),
-    })
 }
 
 /// A journal failure as the CLI reports it.

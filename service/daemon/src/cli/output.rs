@@ -12,16 +12,55 @@ fn json<T: Serialize>(value: &T) -> Result<(), Failure> {
     Ok(())
 }
 
-pub(super) fn target_line(t: &TargetView) -> String {
-    let cap = match t.max_capacity {
+/// A target's capacity (`max N` or `monitor only`) and its profile suffix (none for `default`).
+fn capacity_and_profile(max_capacity: Option<u32>, profile: &str) -> (String, String) {
+    let cap = match max_capacity {
         Some(n) => format!("max {n}"),
         None => "monitor only".to_owned(),
     };
-    let profile = if t.profile == "default" {
+    let profile = if profile == "default" {
         String::new()
     } else {
-        format!(" profile={}", t.profile)
+        format!(" profile={profile}")
     };
+    (cap, profile)
+}
+
+/// A target just added, and the `runs-on` label that sends jobs to this machine.
+fn print_added_line(line: &str, routing_label: &str) {
+    println!("added {line}");
+    println!("put this in the workflow's jobs to run them on this machine:");
+    println!("  runs-on: {routing_label}");
+}
+
+/// A list of targets, one line each (or JSON), with a hint when there is none.
+fn print_target_list<T: Serialize>(
+    targets: &[T],
+    as_json: bool,
+    noun: &str,
+    line: fn(&T) -> String,
+) -> Result<(), Failure> {
+    if as_json {
+        return json(&targets);
+    }
+    if targets.is_empty() {
+        println!("none yet: add one with `runner-manager {noun} add`");
+    }
+    for t in targets {
+        println!("{}", line(t));
+    }
+    Ok(())
+}
+
+/// Milliseconds since the epoch as a UTC time (the number itself when out of range).
+fn utc(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+pub(super) fn target_line(t: &TargetView) -> String {
+    let (cap, profile) = capacity_and_profile(t.max_capacity, &t.profile);
     format!(
         "{}{profile} [{}{}, {cap}, min {}, {} active] labels: {}",
         t.target,
@@ -34,9 +73,7 @@ pub(super) fn target_line(t: &TargetView) -> String {
 }
 
 pub(super) fn print_added(t: &TargetView) {
-    println!("added {}", target_line(t));
-    println!("put this in the workflow's jobs to run them on this machine:");
-    println!("  runs-on: {}", t.routing_label);
+    print_added_line(&target_line(t), &t.routing_label);
 }
 
 pub(super) fn print_targets(
@@ -44,16 +81,7 @@ pub(super) fn print_targets(
     as_json: bool,
     noun: &str,
 ) -> Result<(), Failure> {
-    if as_json {
-        return json(&targets);
-    }
-    if targets.is_empty() {
-        println!("none yet: add one with `runner-manager {noun} add`");
-    }
-    for t in targets {
-        println!("{}", target_line(t));
-    }
-    Ok(())
+    print_target_list(targets, as_json, noun, target_line)
 }
 
 pub(super) fn print_host(h: &HostView, as_json: bool) -> Result<(), Failure> {
@@ -77,12 +105,7 @@ pub(super) fn print_status(s: &StatusView, as_json: bool) -> Result<(), Failure>
         s.host.label, s.host.os, s.host.arch, s.host.capacity, s.active_runners
     );
     match s.last_github_contact_ms {
-        Some(ms) => println!(
-            "last GitHub contact: {}",
-            chrono::DateTime::from_timestamp_millis(ms)
-                .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-                .unwrap_or_else(|| ms.to_string())
-        ),
+        Some(ms) => println!("last GitHub contact: {}", utc(ms)),
         None => println!("last GitHub contact: never"),
     }
     if s.targets.is_empty() {
@@ -103,21 +126,11 @@ fn wire<T: Serialize>(value: &T) -> String {
 }
 
 fn when(t: rm_proto::UnixMillis) -> String {
-    chrono::DateTime::from_timestamp_millis(t.as_millis())
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_else(|| t.as_millis().to_string())
+    utc(t.as_millis())
 }
 
 pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
-    let cap = match t.max_capacity {
-        Some(n) => format!("max {n}"),
-        None => "monitor only".to_owned(),
-    };
-    let profile = if t.profile == "default" {
-        String::new()
-    } else {
-        format!(" profile={}", t.profile)
-    };
+    let (cap, profile) = capacity_and_profile(t.max_capacity, &t.profile);
     format!(
         "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}",
         t.target,
@@ -131,9 +144,7 @@ pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
 }
 
 pub(super) fn print_api_added(t: &rm_proto::TargetStatus, routing_label: &str) {
-    println!("added {}", api_target_line(t));
-    println!("put this in the workflow's jobs to run them on this machine:");
-    println!("  runs-on: {routing_label}");
+    print_added_line(&api_target_line(t), routing_label);
 }
 
 pub(super) fn print_api_targets(
@@ -141,16 +152,7 @@ pub(super) fn print_api_targets(
     as_json: bool,
     noun: &str,
 ) -> Result<(), Failure> {
-    if as_json {
-        return json(&targets);
-    }
-    if targets.is_empty() {
-        println!("none yet: add one with `runner-manager {noun} add`");
-    }
-    for t in targets {
-        println!("{}", api_target_line(t));
-    }
-    Ok(())
+    print_target_list(targets, as_json, noun, api_target_line)
 }
 
 pub(super) fn print_api_host(h: &rm_proto::HostStatus, as_json: bool) -> Result<(), Failure> {

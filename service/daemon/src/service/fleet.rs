@@ -10,16 +10,15 @@
 use super::gate::GatedJournal;
 use super::removals::Removals;
 use rm_adapters::{
-    journal_targets, BudgetPoll, GitHubAdapter, GitHubPackageSource, HostAdapter, JournalAdapter,
+    journal_targets, BudgetPoll, ExitWatch, GitHubAdapter, GitHubPackageSource, HostAdapter,
+    JournalAdapter,
 };
 use rm_agent::{
-    AgentConfig, DrainReport, HostShared, PollInterval, Ports, RunnerHostPort, SystemClock,
-    TargetLoop,
+    AgentConfig, DrainReport, HostShared, PollInterval, Ports, SystemClock, TargetLoop,
 };
-use rm_core::{AttemptId, ProcessIdentity, Target};
+use rm_core::Target;
 use rm_github::GitHubClient;
 use rm_runner::{Platform, RunnerHost, RunnerHostConfig};
-use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -82,7 +81,7 @@ pub async fn run(parts: FleetParts, mut stop: watch::Receiver<bool>) -> Vec<(Tar
     let mut host: Option<Host> = None;
     let mut running: Vec<Running> = Vec::new();
     let mut stopping: Vec<JoinHandle<DrainReport>> = Vec::new();
-    let mut notified: HashSet<(AttemptId, ProcessIdentity)> = HashSet::new();
+    let mut exits = ExitWatch::new();
     let mut first = true;
     loop {
         if *stop.borrow() {
@@ -92,7 +91,7 @@ pub async fn run(parts: FleetParts, mut stop: watch::Receiver<bool>) -> Vec<(Tar
         sync(&parts, &poll, &mut host, &mut running, &mut stopping, first).await;
         first = false;
         if let Some(h) = &host {
-            watch_exits(&parts.journal, h, &running, &mut notified).await;
+            watch_exits(&parts.journal, h, &running, &mut exits).await;
         }
         stopping.retain(|t| !t.is_finished());
         tokio::select! {
@@ -274,29 +273,14 @@ async fn watch_exits(
     journal: &JournalAdapter,
     host: &Host,
     running: &[Running],
-    notified: &mut HashSet<(AttemptId, ProcessIdentity)>,
+    exits: &mut ExitWatch,
 ) {
-    use rm_agent::JournalPort;
-    let Ok(attempts) = journal.uncleaned_attempts().await else {
-        return;
-    };
-    let mut live = HashSet::new();
-    let mut ended = false;
-    for attempt in attempts.iter().filter(|a| !a.is_terminal()) {
-        let Some(process) = attempt.process() else {
-            continue;
-        };
-        let key = (attempt.id().clone(), process);
-        live.insert(key.clone());
-        if notified.contains(&key) || host.inspect(process).await.unwrap_or(true) {
-            continue;
-        }
-        tracing::debug!(attempt = %attempt.id(), pid = process.pid, "runner process ended; waking the loops");
-        notified.insert(key);
-        ended = true;
+    let ended = exits.ended(journal, host).await;
+    for attempt in &ended {
+        tracing::debug!(attempt = %attempt.id(), "runner process ended; waking the loops");
+        exits.mark(attempt);
     }
-    notified.retain(|k| live.contains(k));
-    if ended {
+    if !ended.is_empty() {
         for r in running {
             r.lp.exit_notifier().notify_one();
         }

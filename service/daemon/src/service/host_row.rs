@@ -1,6 +1,8 @@
-//! The host row: created on the daemon's first start from the machine's name, OS, architecture
-//! and CPUs (the CLI used to create it; the service owns the journal now).
+//! The host row: created on first use from the machine's name, OS, architecture and CPUs. The
+//! service creates it on its first start; the CLI's direct-journal backend uses the same code.
 
+use crate::exit::{ExitCode, Failure};
+use crate::service::MAX_CAPACITY;
 use rm_core::{Arch, Host, HostId, HostLabel, Os};
 use rm_journal::Journal;
 
@@ -9,7 +11,7 @@ pub fn default_capacity() -> u32 {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    u32::try_from(cpus / 2).unwrap_or(1).clamp(1, 256)
+    u32::try_from(cpus / 2).unwrap_or(1).clamp(1, MAX_CAPACITY)
 }
 
 fn machine_name() -> String {
@@ -27,7 +29,7 @@ fn machine_name() -> String {
 }
 
 /// A stable id: the OS machine id where there is one, else the label and the creation time.
-fn machine_host_id(label: &HostLabel) -> Result<HostId, String> {
+fn machine_host_id(label: &HostLabel) -> Result<HostId, Failure> {
     let from_machine_id = std::fs::read_to_string("/etc/machine-id")
         .ok()
         .and_then(|s| HostId::new(s.trim()).ok());
@@ -38,19 +40,21 @@ fn machine_host_id(label: &HostLabel) -> Result<HostId, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    HostId::new(format!("{label}-{nanos:x}")).map_err(|e| e.to_string())
+    HostId::new(format!("{label}-{nanos:x}")).map_err(|e| Failure::internal(e.to_string()))
+}
+
+fn unsupported(what: &str) -> Failure {
+    Failure::new(
+        ExitCode::Unsupported,
+        format!("GitHub's runner does not support {what}"),
+    )
 }
 
 /// This machine as a new host row.
-pub fn machine_host() -> Result<Host, String> {
-    let os = Os::from_std(std::env::consts::OS)
-        .ok_or_else(|| format!("GitHub's runner does not support {}", std::env::consts::OS))?;
-    let arch = Arch::from_std(std::env::consts::ARCH).ok_or_else(|| {
-        format!(
-            "GitHub's runner does not support {}",
-            std::env::consts::ARCH
-        )
-    })?;
+pub fn machine_host() -> Result<Host, Failure> {
+    let os = Os::from_std(std::env::consts::OS).ok_or_else(|| unsupported(std::env::consts::OS))?;
+    let arch = Arch::from_std(std::env::consts::ARCH)
+        .ok_or_else(|| unsupported(std::env::consts::ARCH))?;
     let label = HostLabel::from_machine_name(&machine_name());
     Ok(Host {
         id: machine_host_id(&label)?,
@@ -62,11 +66,16 @@ pub fn machine_host() -> Result<Host, String> {
 }
 
 /// The stored host row, created first if missing.
-pub fn ensure_host(journal: &mut Journal) -> Result<Host, String> {
-    if let Some(rec) = journal.get_host().map_err(|e| e.to_string())? {
+pub fn ensure_host(journal: &mut Journal) -> Result<Host, Failure> {
+    let stored = journal
+        .get_host()
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    if let Some(rec) = stored {
         return Ok(rec.host);
     }
     let host = machine_host()?;
-    journal.put_host(&host, None).map_err(|e| e.to_string())?;
+    journal
+        .put_host(&host, None)
+        .map_err(|e| Failure::internal(e.to_string()))?;
     Ok(host)
 }

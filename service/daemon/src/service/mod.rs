@@ -15,7 +15,7 @@ mod api;
 mod events;
 mod fleet;
 mod gate;
-mod host_row;
+pub(crate) mod host_row;
 mod removals;
 mod state;
 mod status;
@@ -235,8 +235,10 @@ async fn serve(
 ) -> Result<Ending, Failure> {
     let mut journal = rm_journal::Journal::open(paths::journal_path(&options.data_dir))
         .map_err(|e| Failure::internal(format!("the journal cannot be opened: {e}")))?;
-    let host = host_row::ensure_host(&mut journal)
-        .map_err(|e| Failure::internal(format!("the host row cannot be written: {e}")))?;
+    let host = host_row::ensure_host(&mut journal).map_err(|e| Failure {
+        message: format!("the host row cannot be written: {}", e.message),
+        ..e
+    })?;
     let paused = journal
         .meta_get(state::meta::PAUSED)
         .ok()

@@ -3,29 +3,14 @@
 //! dir, and an rm-proto client to talk to it.
 #![allow(dead_code)]
 
-use rm_proto::{Client, CredentialPut, SecretString, Status, UnixMillis};
-use rm_testkit::package::RunnerPackage;
-use rm_testkit::{FakeConfig, FakeGitHub, InstallationRepos, IssuedToken, JobSpec, JobStatus};
-use std::os::unix::fs::PermissionsExt;
+use rm_proto::{Client, CredentialPut, SecretString, Status, TargetAdd, UnixMillis};
+use rm_testkit::harness::LoggedChild;
+use rm_testkit::{FakeGitHub, IssuedToken, JobSpec, JobStatus};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub const REPO: &str = "octo/hello";
-
-/// The fake runner package; builds the fake listener first if this checkout has not yet.
-pub fn runner_package() -> RunnerPackage {
-    if let Ok(p) = RunnerPackage::shared_for_tests() {
-        return p;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "-p", "rm-fake-runner"])
-        .status()
-        .expect("cargo build -p rm-fake-runner");
-    assert!(status.success(), "building the fake runner listener failed");
-    RunnerPackage::shared_for_tests().expect("fake runner package")
-}
 
 pub struct World {
     pub gh: FakeGitHub,
@@ -34,21 +19,10 @@ pub struct World {
 
 impl World {
     pub async fn start() -> World {
-        let gh = FakeGitHub::start(FakeConfig {
-            poll_hold: Duration::from_millis(300),
-            session_timeout: Duration::from_millis(1500),
-            ..FakeConfig::default()
-        })
-        .await
-        .expect("fake GitHub");
-        gh.create_user("octo").unwrap();
-        gh.create_repo(REPO).unwrap();
-        gh.create_installation("octo", InstallationRepos::All)
+        let gh = rm_testkit::harness::fake_github_with_repo("octo", REPO)
+            .await
             .unwrap();
-        gh.set_runner_package(&runner_package());
-        let dir = tempfile::tempdir().unwrap();
-        // Runners run as unprivileged uids: they must be able to reach the runner root.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = rm_testkit::harness::runner_temp_dir().unwrap();
         World { gh, dir }
     }
 
@@ -115,15 +89,6 @@ impl World {
 
     /// Like [`World::spawn_daemon`], running the binary at `bin` (a copy, for upgrades).
     pub fn spawn_daemon_bin(&self, bin: &Path, extra: &[&str]) -> Daemon {
-        let log = self.dir.path().join(format!(
-            "daemon-{}.log",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        let out = std::fs::File::create(&log).unwrap();
-        let err = out.try_clone().unwrap();
         let mut cmd = Command::new(bin);
         cmd.arg("--data-dir")
             .arg(self.data_dir())
@@ -153,27 +118,10 @@ impl World {
                 cmd.args([flag, value]);
             }
         }
-        cmd.args(extra)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        // A binary copied just now may still be open for writing in a child another test
-        // forked meanwhile (until that child execs): ETXTBSY is transient, try again.
-        let mut tries = 0;
-        let child = loop {
-            match cmd.spawn() {
-                Ok(child) => break child,
-                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => panic!("runner-manager daemon run: {e}"),
-            }
-        };
+        cmd.args(extra).env("RUST_LOG", "debug");
         Daemon {
-            child,
-            log,
+            process: LoggedChild::spawn(&mut cmd, self.dir.path(), "daemon")
+                .unwrap_or_else(|e| panic!("runner-manager daemon run: {e}")),
             socket: self.socket(),
         }
     }
@@ -196,21 +144,27 @@ impl World {
     }
 }
 
+/// `runner-manager daemon run` as a child process logging to a file (killed when dropped);
+/// derefs to the [`LoggedChild`] (pid, log, signals, waiting for its exit).
 pub struct Daemon {
-    pub child: Child,
-    pub log: PathBuf,
+    pub process: LoggedChild,
     pub socket: PathBuf,
 }
 
+impl std::ops::Deref for Daemon {
+    type Target = LoggedChild;
+    fn deref(&self) -> &LoggedChild {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut LoggedChild {
+        &mut self.process
+    }
+}
+
 impl Daemon {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
     /// Connects once the socket answers (the daemon may still be starting).
     pub async fn client(&mut self) -> Client {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -229,45 +183,34 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, sig);
-    }
-
-    /// Waits for the process to end by itself.
-    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "daemon did not exit in {limit:?}; log:\n{}",
-                    self.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-
-    /// SIGTERM, then waits for the drain.
-    pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
-        self.signal(nix::sys::signal::Signal::SIGTERM);
-        self.wait_exit(limit)
-    }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Adds [`REPO`] with up to `max` runners; returns the routing label its jobs must ask for.
+pub async fn add_repo(client: &Client, max: u32) -> String {
+    client
+        .add_target(&TargetAdd {
+            target: REPO.into(),
+            max_capacity: Some(max),
+            ..TargetAdd::default()
+        })
+        .await
+        .unwrap();
+    client.status().await.unwrap().host.routing_label
+}
+
+/// Connects to `d`, hands it a credential for `octo` and adds [`REPO`] with up to `max`
+/// runners: a daemon ready to serve. Returns the client and the routing label.
+pub async fn serving_repo(w: &World, d: &mut Daemon, max: u32) -> (Client, String) {
+    let (_, cred) = w.credential();
+    serve_repo_with(d, &cred, max).await
+}
+
+/// [`serving_repo`] with the credential `cred`.
+pub async fn serve_repo_with(d: &mut Daemon, cred: &CredentialPut, max: u32) -> (Client, String) {
+    let client = d.client().await;
+    client.put_credential(cred).await.unwrap();
+    let label = add_repo(&client, max).await;
+    (client, label)
 }
 
 /// Polls `check` until it is true or `limit` passes.
@@ -334,25 +277,10 @@ pub fn contains(haystack: &[u8], needle: &str) -> bool {
 /// SIGKILLs live processes whose cwd or command line is under `root` (a hanging job's listener
 /// a test leaves behind on purpose).
 pub fn kill_processes_under(root: &Path) {
-    let root_s = root.to_string_lossy().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in entries.filter_map(Result::ok) {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let cwd = std::fs::read_link(e.path().join("cwd"))
-            .map(|p| p.to_string_lossy().to_string())
-            .unwrap_or_default();
-        let cmdline = std::fs::read(e.path().join("cmdline"))
-            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-            .unwrap_or_default();
-        if cwd.starts_with(&root_s) || cmdline.contains(&root_s) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+    for (pid, _) in rm_testkit::harness::processes_under(root) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
