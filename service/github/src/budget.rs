@@ -89,6 +89,8 @@ struct Window {
     polls: u64,
     poll_charged: u64,
     poll_requests: u64,
+    /// Seconds of fast-poll windows opened in this hour (each counted in full when opened).
+    fast_secs: u64,
 }
 
 impl Window {
@@ -109,6 +111,8 @@ struct MeterInner {
     rate: Option<RateLimit>,
     minute: i64,
     minute_points: BTreeMap<&'static str, u64>,
+    /// End of the fast-poll window opened by the last demand seen.
+    fast_until: Option<DateTime<Utc>>,
 }
 
 /// Counts every request by hour window and endpoint. Cheap; shared by clones
@@ -145,6 +149,12 @@ impl BudgetMeter {
                 g.previous = None;
             }
             g.current.hour = hour;
+            // A window reaching into the new hour is charged to it too, so no hour ever holds
+            // more than `FAST_SECS_PER_HOUR` of fast polling.
+            if let Some(until) = g.fast_until {
+                let left = until.timestamp() - hour * 3600;
+                g.current.fast_secs = u64::try_from(left).unwrap_or(0).min(FAST_WINDOW.as_secs());
+            }
         }
         let minute = now.timestamp().div_euclid(60);
         if g.minute != minute {
@@ -172,6 +182,29 @@ impl BudgetMeter {
         });
     }
 
+    /// Records that a poll saw queued jobs: opens (or extends) a fast-poll window of
+    /// `FAST_WINDOW` from `now`, as long as this hour's fast-poll allowance is not used up.
+    /// The extension is counted against the allowance when granted, used or not.
+    pub fn record_demand_at(&self, now: DateTime<Utc>) {
+        self.with(now, |g| {
+            let window = chrono::Duration::seconds(FAST_WINDOW.as_secs() as i64);
+            let wanted_end = now + window;
+            let open_from = match g.fast_until {
+                Some(until) if until > now => until,
+                _ => now,
+            };
+            let wanted = (wanted_end - open_from).num_seconds().max(0) as u64;
+            let left = FAST_SECS_PER_HOUR
+                .as_secs()
+                .saturating_sub(g.current.fast_secs);
+            let granted = wanted.min(left);
+            if granted > 0 {
+                g.current.fast_secs += granted;
+                g.fast_until = Some(open_from + chrono::Duration::seconds(granted as i64));
+            }
+        });
+    }
+
     /// Records one demand poll of one target and what it cost.
     pub fn record_poll(&self, charged: u64, requests: u64) {
         self.with(Utc::now(), |g| {
@@ -183,7 +216,12 @@ impl BudgetMeter {
 
     /// A consistent copy for `status` and for the planner.
     pub fn snapshot(&self) -> BudgetSnapshot {
-        self.with(Utc::now(), |g| {
+        self.snapshot_at(Utc::now())
+    }
+
+    /// [`Self::snapshot`] as of `now`.
+    pub fn snapshot_at(&self, now: DateTime<Utc>) -> BudgetSnapshot {
+        self.with(now, |g| {
             let mut polls = g.current.polls;
             let mut charged = g.current.poll_charged;
             let mut requests = g.current.poll_requests;
@@ -206,7 +244,7 @@ impl BudgetMeter {
                 window_start: Utc
                     .timestamp_opt(g.current.hour * 3600, 0)
                     .single()
-                    .unwrap_or_else(Utc::now),
+                    .unwrap_or(now),
                 totals: g.current.totals(),
                 previous_window: g.previous.as_ref().map(Window::totals),
                 endpoints,
@@ -215,13 +253,16 @@ impl BudgetMeter {
                 requests_per_poll: smoothed(requests, polls, PRIOR_REQUESTS_PER_POLL)
                     .max(MIN_REQUESTS_PER_POLL),
                 rate: g.rate.clone(),
+                fast_poll: g.fast_until.is_some_and(|until| until > now),
+                fast_secs_this_hour: g.current.fast_secs,
             }
         })
     }
 }
 
-/// Before anything is measured, assume a poll lists both run lists, charged.
-const PRIOR_CHARGED_PER_POLL: f64 = 2.0;
+/// Before anything is measured, assume a busy target: measured, a poll of a target with a
+/// stream of jobs costs ~1.5 charged requests (an idle one ~0: its polls are 304s).
+const PRIOR_CHARGED_PER_POLL: f64 = 1.5;
 const PRIOR_REQUESTS_PER_POLL: f64 = 2.0;
 /// An idle poll is still two GETs (queued and in_progress runs).
 const MIN_REQUESTS_PER_POLL: f64 = 2.0;
@@ -231,6 +272,16 @@ const PRIOR_WEIGHT: f64 = 4.0;
 fn smoothed(sum: u64, n: u64, prior: f64) -> f64 {
     (sum as f64 + prior * PRIOR_WEIGHT) / (n as f64 + PRIOR_WEIGHT)
 }
+
+/// How long polling stays at the fast interval after a poll saw queued jobs: the next jobs of
+/// a burst (matrix runs, a push starting several workflows, follow-up jobs) are picked up fast.
+pub const FAST_WINDOW: Duration = Duration::from_secs(30);
+/// Fast-poll windows are bounded to this much per hour (less when the budget's fast share
+/// pays for less); the planned interval is lengthened so that even these windows at
+/// worst-case cost keep the hour under its budget.
+pub const FAST_SECS_PER_HOUR: Duration = Duration::from_secs(300);
+/// Share of the hourly budget reserved for fast-poll windows.
+const FAST_BUDGET_SHARE: f64 = 0.25;
 
 /// Usage of one endpoint in the current window.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -262,6 +313,10 @@ pub struct BudgetSnapshot {
     pub requests_per_poll: f64,
     /// What GitHub last reported.
     pub rate: Option<RateLimit>,
+    /// A fast-poll window is open (queued jobs were seen less than `FAST_WINDOW` ago).
+    pub fast_poll: bool,
+    /// Seconds of fast-poll windows granted this hour (at most `FAST_SECS_PER_HOUR`).
+    pub fast_secs_this_hour: u64,
 }
 
 impl BudgetSnapshot {
@@ -286,6 +341,13 @@ pub struct Planner {
     pub charged_per_poll: f64,
     /// Measured requests per poll (304s included: they still count for secondary limits).
     pub requests_per_poll: f64,
+    /// At most this much fast-poll time per hour (zero: no fast polling). The plan may allow
+    /// less: the time a quarter of the budget pays for at the worst-case cost.
+    pub fast_secs_per_hour: Duration,
+    /// Fast-poll window time already granted this hour (the open window counted in full).
+    pub fast_secs_used: u64,
+    /// A fast-poll window is open now: poll at the fast interval if the budget has room.
+    pub fast_poll: bool,
 }
 
 impl Default for Planner {
@@ -300,6 +362,9 @@ impl Default for Planner {
             secondary_points_per_minute: 600.0,
             charged_per_poll: PRIOR_CHARGED_PER_POLL,
             requests_per_poll: PRIOR_REQUESTS_PER_POLL,
+            fast_secs_per_hour: FAST_SECS_PER_HOUR,
+            fast_secs_used: 0,
+            fast_poll: false,
         }
     }
 }
@@ -315,6 +380,12 @@ pub struct PollPlan {
     pub points_per_minute: f64,
     /// False when even the ceiling interval exceeds the budget (too many targets).
     pub within_budget: bool,
+    /// The interval while a fast-poll window is open (`None`: the budget has no room for one).
+    pub fast_interval: Option<Duration>,
+    /// Fast-poll time per hour the reserve pays for.
+    pub fast_secs_allowed: f64,
+    /// The budget set aside for fast-poll windows (charged per hour, all targets, worst case).
+    pub fast_reserve_per_hour: f64,
 }
 
 impl Planner {
@@ -323,6 +394,8 @@ impl Planner {
         Self {
             charged_per_poll: s.charged_per_poll,
             requests_per_poll: s.requests_per_poll,
+            fast_poll: s.fast_poll,
+            fast_secs_used: s.fast_secs_this_hour,
             ..Self::default()
         }
     }
@@ -333,24 +406,61 @@ impl Planner {
     }
 
     /// The interval and the figures behind it.
+    ///
+    /// The hour's budget is split: a quarter is reserved for fast-poll windows (at the fastest
+    /// interval the secondary limit allows, every request of every poll assumed charged; the
+    /// window time it pays for, at most `fast_secs_per_hour`, is the hour's allowance, and once
+    /// the windows granted this hour exceed it there is no more fast polling), and the planned
+    /// interval is computed from the measured cost per poll against the rest — over the whole
+    /// hour, although fast windows replace planned polls. Both parts together therefore stay
+    /// within `primary_share` of the limit. When the allowance is under one fast window, or
+    /// the planned interval is the fast one already, there is no fast polling.
     pub fn plan(&self, targets: usize, limit: u64) -> PollPlan {
         let n = targets.max(1) as f64;
         let budget_per_hour = (limit as f64 * self.primary_share).max(1.0);
-        // n * charged * 3600 / t <= budget  =>  t >= n * charged * 3600 / budget
-        let primary = n * self.charged_per_poll.max(0.0) * 3600.0 / budget_per_hour;
+        let floor = self.floor.as_secs_f64();
+        let ceiling = self.ceiling.as_secs_f64();
+        let requests = self.requests_per_poll.max(1.0);
+        let charged = self.charged_per_poll.max(0.0);
         // n * requests * 60 / t <= points   =>  t >= n * requests * 60 / points
-        let secondary =
-            n * self.requests_per_poll.max(1.0) * 60.0 / self.secondary_points_per_minute.max(1.0);
+        let secondary = n * requests * 60.0 / self.secondary_points_per_minute.max(1.0);
+        let fast = secondary.max(floor);
+        let fast_cost_per_sec = n * requests.max(charged) / fast;
+        let fast_secs_allowed = (budget_per_hour * FAST_BUDGET_SHARE / fast_cost_per_sec)
+            .min(self.fast_secs_per_hour.as_secs_f64())
+            .floor();
+        let fast_fits = fast_secs_allowed >= FAST_WINDOW.as_secs_f64();
+        let fast_reserve = fast_cost_per_sec * fast_secs_allowed;
+        let planned_budget = if fast_fits {
+            budget_per_hour - fast_reserve
+        } else {
+            budget_per_hour
+        };
+        // n * charged * 3600 / t <= budget  =>  t >= n * charged * 3600 / budget
+        let primary = n * charged * 3600.0 / planned_budget;
         let wanted = primary.max(secondary);
-        let secs = wanted.clamp(self.floor.as_secs_f64(), self.ceiling.as_secs_f64());
-        let within_budget = wanted <= self.ceiling.as_secs_f64();
+        let secs = wanted.clamp(floor, ceiling);
+        let within_budget = wanted <= ceiling;
+        let fast_interval = (fast_fits && fast < secs).then(|| millis(fast));
+        let allowance_left = (self.fast_secs_used as f64) <= fast_secs_allowed;
+        let interval = match fast_interval {
+            Some(fast) if self.fast_poll && allowance_left => fast,
+            _ => millis(secs),
+        };
         PollPlan {
-            interval: Duration::from_millis((secs * 1000.0).ceil() as u64),
-            charged_per_hour: n * self.charged_per_poll * 3600.0 / secs,
-            points_per_minute: n * self.requests_per_poll * 60.0 / secs,
+            interval,
+            charged_per_hour: n * charged * 3600.0 / secs,
+            points_per_minute: n * requests * 60.0 / secs,
             within_budget,
+            fast_interval,
+            fast_secs_allowed: if fast_fits { fast_secs_allowed } else { 0.0 },
+            fast_reserve_per_hour: if fast_fits { fast_reserve } else { 0.0 },
         }
     }
+}
+
+fn millis(secs: f64) -> Duration {
+    Duration::from_millis((secs * 1000.0).ceil() as u64)
 }
 
 #[cfg(test)]
@@ -385,7 +495,7 @@ mod tests {
                 let p = planner(charged).plan(targets, 5000);
                 if p.within_budget {
                     assert!(
-                        p.charged_per_hour <= 2500.0 + 1e-6,
+                        p.charged_per_hour + p.fast_reserve_per_hour <= 2500.0 + 1e-6,
                         "{targets} {charged} {p:?}"
                     );
                     assert!(p.points_per_minute <= 600.0 + 1e-6, "{p:?}");
@@ -407,6 +517,118 @@ mod tests {
         let p = planner(10.0).plan(1000, 5000);
         assert_eq!(p.interval, Duration::from_secs(300));
         assert!(!p.within_budget);
+    }
+
+    #[test]
+    fn a_fast_window_polls_one_busy_target_at_the_floor() {
+        let mut p = planner(1.5);
+        let planned = p.plan(1, 5000);
+        // 2500/h budget, 600 reserved for 300 s of fast polls (2 requests/s, all charged):
+        // planned 1.5 * 3600 / 1900 = 2.84 s.
+        assert_eq!(planned.interval, Duration::from_millis(2843));
+        assert_eq!(planned.fast_interval, Some(Duration::from_secs(1)));
+        assert!((planned.fast_reserve_per_hour - 600.0).abs() < 1e-6);
+        p.fast_poll = true;
+        assert_eq!(p.poll_interval(1, 5000), Duration::from_secs(1));
+        // Used up: back to the planned interval.
+        p.fast_secs_used = 301;
+        assert_eq!(p.poll_interval(1, 5000), planned.interval);
+        // Many targets: the secondary limit sets the fast interval (100 targets: 20 s), and
+        // the allowance shrinks (a quarter of 2,500 at 10 charged/s: 62 s).
+        let hundred = planner(1.5).plan(100, 5000);
+        assert_eq!(hundred.fast_interval, Some(Duration::from_secs(20)));
+        assert_eq!(hundred.fast_secs_allowed, 62.0);
+        assert!(hundred.charged_per_hour + hundred.fast_reserve_per_hour <= 2500.0);
+    }
+
+    /// An hour with a job queued every 2 s on one target: polls follow the plan (fast while a
+    /// window is open), every poll is charged at the worst case of both lists while fast and at
+    /// the measured 1.5 otherwise. The hour stays under half the 5,000 limit.
+    #[test]
+    fn fast_windows_keep_a_continuously_busy_hour_under_half_the_limit() {
+        let cases = [
+            (5000u64, 1usize, 2.0),
+            (5000, 1, 3.0),
+            (5000, 2, 2.0),
+            (15000, 1, 2.0),
+        ];
+        for (limit, targets, requests) in cases {
+            let meter = BudgetMeter::default();
+            let start = Utc.timestamp_opt(1_900_000_000 / 3600 * 3600, 0).unwrap();
+            let mut t = start;
+            let end = start + chrono::Duration::hours(1);
+            let (mut charged, mut fast_polls) = (0.0f64, 0u64);
+            while t < end {
+                let snap = meter.snapshot_at(t);
+                let p = Planner {
+                    charged_per_poll: 1.5,
+                    requests_per_poll: requests,
+                    fast_poll: snap.fast_poll,
+                    fast_secs_used: snap.fast_secs_this_hour,
+                    ..Planner::default()
+                };
+                let plan = p.plan(targets, limit);
+                // The fast interval is shorter than the planned one whenever there is one.
+                let fast = plan.fast_interval == Some(plan.interval);
+                // Each poll is counted at the end of the interval it was planned with (one
+                // hour holds 3600 / interval of them).
+                t += chrono::Duration::milliseconds(plan.interval.as_millis() as i64);
+                if t >= end {
+                    break;
+                }
+                charged += targets as f64 * if fast { requests } else { 1.5 };
+                fast_polls += u64::from(fast);
+                meter.record_demand_at(t);
+            }
+            let budget = limit as f64 / 2.0;
+            assert!(charged <= budget, "{limit} {targets}: {charged} > {budget}");
+            let plan = Planner {
+                charged_per_poll: 1.5,
+                requests_per_poll: requests,
+                ..Planner::default()
+            }
+            .plan(targets, limit);
+            let room = plan.fast_interval.is_some();
+            assert_eq!(fast_polls > 0, room, "{limit} {targets}: fast iff room");
+            // Fast polls only within the hour's allowance (one per second at the 1 s floor).
+            assert!(
+                fast_polls as f64 <= plan.fast_secs_allowed + 1.0,
+                "{plan:?}"
+            );
+            // One target under 15,000/h polls at the floor already: a fast window adds nothing.
+            assert_eq!(room, (limit, targets) != (15000, 1), "{limit} {targets}");
+            let snap = meter.snapshot_at(end - chrono::Duration::seconds(1));
+            assert!(snap.fast_secs_this_hour <= FAST_SECS_PER_HOUR.as_secs());
+        }
+    }
+
+    #[test]
+    fn fast_windows_are_bounded_per_hour_and_end_after_the_window() {
+        let meter = BudgetMeter::default();
+        let start = Utc.timestamp_opt(1_900_000_000 / 3600 * 3600, 0).unwrap();
+        meter.record_demand_at(start);
+        assert!(
+            meter
+                .snapshot_at(start + chrono::Duration::seconds(29))
+                .fast_poll
+        );
+        assert!(
+            !meter
+                .snapshot_at(start + chrono::Duration::seconds(31))
+                .fast_poll
+        );
+        // Demand every 10 s for 20 minutes: only 300 s of windows are granted.
+        for i in 0..120 {
+            meter.record_demand_at(start + chrono::Duration::seconds(60 + i * 10));
+        }
+        let at = start + chrono::Duration::seconds(60 + 119 * 10);
+        let snap = meter.snapshot_at(at);
+        assert_eq!(snap.fast_secs_this_hour, 300);
+        assert!(!snap.fast_poll);
+        // The next hour has a fresh allowance.
+        let next = start + chrono::Duration::hours(1) + chrono::Duration::seconds(5);
+        meter.record_demand_at(next);
+        assert!(meter.snapshot_at(next).fast_poll);
     }
 
     #[test]
@@ -442,7 +664,7 @@ mod tests {
         let rate = s.rate.unwrap();
         assert_eq!((rate.limit, rate.remaining, rate.used), (5000, 4990, 10));
         assert_eq!(s.polls, 1);
-        // smoothed towards the prior of 2.0 but below it
-        assert!(s.charged_per_poll < 2.0 && s.charged_per_poll > 1.0);
+        // smoothed towards the prior of 1.5 but below it
+        assert!(s.charged_per_poll < 1.5 && s.charged_per_poll > 1.0);
     }
 }

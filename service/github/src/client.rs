@@ -124,6 +124,14 @@ impl GitHubClient {
         Planner::from_snapshot(&self.budget())
     }
 
+    /// Records that a demand poll saw queued jobs (opens a fast-poll window, see `Planner`).
+    pub(crate) fn record_demand_seen(&self) {
+        self.inner
+            .transport
+            .meter
+            .record_demand_at(chrono::Utc::now());
+    }
+
     /// Records a finished demand poll in the budget meter.
     pub(crate) fn record_poll(&self, cost: Cost) {
         self.inner

@@ -88,6 +88,9 @@ impl GitHubClient {
             requests: result.requests,
             charged: result.charged,
         });
+        if !result.jobs.is_empty() {
+            self.record_demand_seen();
+        }
         tracing::debug!(target = %target, jobs = result.jobs.len(), is_floor = result.is_floor, charged = result.charged, "demand polled");
         Ok(result)
     }

@@ -33,7 +33,7 @@ pub struct RunnerHostConfig {
 
 impl RunnerHostConfig {
     /// Defaults: [`RunAs::default_for_service`], 2 concurrent prepares, auto clone/copy on
-    /// 4 threads.
+    /// [`crate::materialize::default_threads`] threads (twice the cores, 2–8).
     pub fn new(cache_dir: impl Into<PathBuf>, runner_root: impl Into<PathBuf>) -> Self {
         Self {
             cache_dir: cache_dir.into(),
@@ -41,7 +41,7 @@ impl RunnerHostConfig {
             run_as: RunAs::default_for_service(),
             max_concurrent_prepares: 2,
             copy: CopyMethod::Auto,
-            copy_threads: 4,
+            copy_threads: crate::materialize::default_threads(),
         }
     }
 }

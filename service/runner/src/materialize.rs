@@ -6,7 +6,7 @@ use crate::package::extract::stays_inside;
 use crate::runtime::Ownership;
 use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 pub enum CopyMethod {
     /// Clone when the filesystem supports it (probed once), else a parallel copy.
     Auto,
-    /// Clone every file; fail if the filesystem cannot.
+    /// Clone every file (small ones are written: see `copy_one`); fail if the filesystem cannot.
     Clone,
     /// Plain copies on several threads.
     ParallelCopy,
@@ -42,11 +42,21 @@ pub struct MaterializeOptions {
     pub owner: Option<Ownership>,
 }
 
+/// Worker threads for a materialization: twice the cores (each file is a few metadata
+/// syscalls that mostly wait on the filesystem's journal), between 2 and 8 — more threads
+/// than that only contend for the same directories and log.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(4)
+        .clamp(2, 8)
+}
+
 impl Default for MaterializeOptions {
     fn default() -> Self {
         Self {
             method: CopyMethod::Auto,
-            threads: 4,
+            threads: default_threads(),
             owner: None,
         }
     }
@@ -113,7 +123,16 @@ fn scan(root: &Path) -> Result<Tree, MaterializeError> {
         for entry in fs::read_dir(&abs).map_err(io_at(&abs))? {
             let entry = entry.map_err(io_at(&abs))?;
             let child = rel.join(entry.file_name());
-            let meta = fs::symlink_metadata(entry.path()).map_err(io_at(&entry.path()))?;
+            // The type comes from the directory entry itself (no stat); only files and
+            // directories need one, for their modes, and it is relative to the open directory.
+            let kind = entry.file_type().map_err(io_at(&entry.path()))?;
+            if kind.is_symlink() {
+                let target = fs::read_link(entry.path()).map_err(io_at(&entry.path()))?;
+                tree.links.push((child, target));
+                continue;
+            }
+            // `DirEntry::metadata` does not follow links: a racing swap cannot smuggle one in.
+            let meta = entry.metadata().map_err(io_at(&entry.path()))?;
             let kind = meta.file_type();
             let mode = meta.permissions().mode() & 0o7777;
             if kind.is_dir() {
@@ -190,6 +209,7 @@ pub fn materialize(
         _ => options.threads.clamp(1, 64).min(tree.files.len().max(1)),
     };
 
+    let umask = current_umask();
     let bytes = AtomicU64::new(0);
     let next = AtomicUsize::new(0);
     let failure: Mutex<Option<MaterializeError>> = Mutex::new(None);
@@ -201,7 +221,15 @@ pub fn materialize(
         if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
             break;
         }
-        let result = copy_one(package, runtime, rel, *mode, method, options.owner);
+        let result = copy_one(
+            package,
+            runtime,
+            rel,
+            (*mode, *size),
+            method,
+            options.owner,
+            umask,
+        );
         match result {
             Ok(()) => {
                 bytes.fetch_add(*size, Ordering::Relaxed);
@@ -288,33 +316,85 @@ fn probe_clone(
     }
 }
 
+/// The process umask, read once per materialization from `/proc/self/status` (setting it to
+/// read it would race other threads). Unknown: every bit, so modes are always set explicitly.
+fn current_umask() -> u32 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| {
+                let value = line.strip_prefix("Umask:")?.trim();
+                u32::from_str_radix(value, 8).ok()
+            })
+        })
+        .unwrap_or(0o777)
+}
+
+/// One file: the destination is created with its final mode (set-id bits dropped — a runner
+/// has no business with them — and owner write added so the runner may change its copy), then
+/// filled by a clone or an in-kernel copy, then chowned — all through the open descriptors, so
+/// no path is resolved twice and no separate chmod is needed unless the umask took bits away.
 fn copy_one(
     package: &Path,
     runtime: &Path,
     rel: &Path,
-    mode: u32,
+    (mode, size): (u32, u64),
     method: UsedMethod,
     owner: Option<Ownership>,
+    umask: u32,
 ) -> Result<(), MaterializeError> {
-    let src = package.join(rel);
-    let dst = runtime.join(rel);
-    match method {
-        UsedMethod::Clone => reflink_copy::reflink(&src, &dst).map_err(|source| {
+    let src_path = package.join(rel);
+    let dst_path = runtime.join(rel);
+    let perm = (mode & 0o777) | 0o200;
+    let mut src = fs::File::open(&src_path).map_err(io_at(&src_path))?;
+    let mut dst = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(perm)
+        .open(&dst_path)
+        .map_err(io_at(&dst_path))?;
+    let filled = match method {
+        // A clone of a small file costs a reflink transaction (shared-extent bookkeeping)
+        // for less than a block or two of data; writing it into the page cache is cheaper.
+        UsedMethod::Clone if size <= SMALL_FILE => {
+            copy_small(&mut src, &mut dst, size).map_err(io_at(&dst_path))
+        }
+        UsedMethod::Clone => reflink_copy::reflink_file(&src, &dst).map_err(|source| {
             MaterializeError::CloneUnsupported {
-                path: dst.clone(),
+                path: dst_path.clone(),
                 source,
             }
-        })?,
-        UsedMethod::ParallelCopy | UsedMethod::SerialCopy => {
-            fs::copy(&src, &dst).map_err(io_at(&dst))?;
-        }
+        }),
+        // `io::copy` between two files is `copy_file_range` (or sendfile) in the kernel.
+        UsedMethod::ParallelCopy | UsedMethod::SerialCopy => io::copy(&mut src, &mut dst)
+            .map(drop)
+            .map_err(io_at(&dst_path)),
+    };
+    if let Err(e) = filled {
+        drop(dst);
+        // A failed fill leaves an empty or partial destination behind; the error is what matters.
+        let _ = fs::remove_file(&dst_path);
+        return Err(e);
     }
     if let Some(o) = owner {
-        std::os::unix::fs::lchown(&dst, Some(o.uid), Some(o.gid)).map_err(io_at(&dst))?;
+        std::os::unix::fs::fchown(&dst, Some(o.uid), Some(o.gid)).map_err(io_at(&dst_path))?;
     }
-    // Chown clears set-id bits, so modes are applied after it; set-id bits are dropped
-    // anyway (a runner has no business with them) and the owner may write its own copy.
-    fs::set_permissions(&dst, fs::Permissions::from_mode((mode & 0o777) | 0o200))
-        .map_err(io_at(&dst))?;
+    // Chown clears only set-id bits, which are not set; the umask may have cleared others.
+    if perm & umask != 0 {
+        dst.set_permissions(fs::Permissions::from_mode(perm))
+            .map_err(io_at(&dst_path))?;
+    }
     Ok(())
+}
+
+/// Files up to this size are written rather than cloned (see `copy_one`).
+const SMALL_FILE: u64 = 16 * 1024;
+
+/// Reads a small file whole and writes it out (its size from the scan is only a hint: a file
+/// that grew is still copied whole).
+fn copy_small(src: &mut fs::File, dst: &mut fs::File, size: u64) -> io::Result<()> {
+    use std::io::{Read, Write};
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0) + 1);
+    src.read_to_end(&mut buf)?;
+    dst.write_all(&buf)
 }

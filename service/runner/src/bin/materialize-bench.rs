@@ -23,7 +23,7 @@ struct Args {
 fn parse_args() -> Result<Args> {
     let mut args = Args {
         runs: 5,
-        threads: 4,
+        threads: MaterializeOptions::default().threads,
         dir: std::env::temp_dir().join("rm-materialize-bench"),
         files: 9_000,
         bytes: 200 * 1024 * 1024,
