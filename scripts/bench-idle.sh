@@ -6,6 +6,11 @@
 # Usage: scripts/bench-idle.sh [TARGETS=10] [WINDOW_SECS=60]
 #   RM_BENCH_PROFILE=release uses release binaries (built if missing); default debug.
 #   RM_BENCH_DAEMON_ARGS="..." passes extra arguments to `daemon run` (for experiments).
+#   RM_BENCH_BIN_DIR=DIR runs the `runner-manager` and `fake-github` found in DIR, built by
+#     nobody (a fixed snapshot: other builds in the shared target dir do not change it).
+#   RM_BENCH_PID_FILE=FILE writes the service's pid there once it settled (attach a profiler:
+#     `perf record -g -p`, `strace -c -f -p`) and removes it when the window ends.
+#   A TARGETS of 0 measures the service signed in but watching nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets="${1:-10}"
@@ -13,12 +18,18 @@ window="${2:-60}"
 profile="${RM_BENCH_PROFILE:-debug}"
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/runner-manager-target}"
-if [[ $profile == release ]]; then
-    cargo build --release --quiet -p rm-daemon -p rm-testkit --bins
+if [[ -n ${RM_BENCH_BIN_DIR:-} ]]; then
+    bin="$RM_BENCH_BIN_DIR"
+    label="binaries from $bin"
 else
-    cargo build --quiet -p rm-daemon -p rm-testkit --bins
+    label="$profile build"
+    if [[ $profile == release ]]; then
+        cargo build --release --quiet -p rm-daemon -p rm-testkit --bins
+    else
+        cargo build --quiet -p rm-daemon -p rm-testkit --bins
+    fi
+    bin="$CARGO_TARGET_DIR/$profile"
 fi
-bin="$CARGO_TARGET_DIR/$profile"
 
 tmp=$(mktemp -d -t runner-manager-bench.XXXXXX)
 chmod 755 "$tmp"
@@ -64,8 +75,10 @@ user_code=$(sed -n 's/.*enter the code: *//p' "$tmp/login.out" | head -n1)
 curl -fsS -X POST "$origin/_fake/device/approve" -d "{\"user_code\":\"$user_code\",\"login\":\"octo\"}" >/dev/null
 wait "$login_pid"
 
-rm_cli repo add octo/hello >/dev/null
-for i in $(seq 2 "$targets"); do rm_cli repo add "octo/idle-$i" >/dev/null; done
+if ((targets > 0)); then
+    rm_cli repo add octo/hello >/dev/null
+    for i in $(seq 2 "$targets"); do rm_cli repo add "octo/idle-$i" >/dev/null; done
+fi
 
 # Settle: every target's first poll is a charged 200; afterwards idle polls are 304s.
 sleep 10
@@ -74,10 +87,22 @@ curl -fsS -X DELETE "$origin/_fake/counters" >/dev/null
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$daemon_pid/stat"; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$daemon_pid/status"; }
+[[ -z ${RM_BENCH_PID_FILE:-} ]] || echo "$daemon_pid" >"$RM_BENCH_PID_FILE"
+# /proc's CPU times come in 10 ms ticks; where `perf` works, its task-clock counter (every
+# thread of the service, those started later included) gives the window's CPU in µs.
+perf_out="$tmp/perf.csv"
+perf_pid=""
+if command -v perf >/dev/null 2>&1; then
+    perf stat -x, -e task-clock,context-switches -o "$perf_out" -p "$daemon_pid" -- sleep "$window" \
+        >/dev/null 2>&1 &
+    perf_pid=$!
+fi
 cpu0=$(cpu); t0=$(date +%s.%N)
 samples=()
 for _ in $(seq "$window"); do samples+=("$(rss_kb)"); sleep 1; done
 cpu1=$(cpu); t1=$(date +%s.%N)
+[[ -z ${RM_BENCH_PID_FILE:-} ]] || rm -f "$RM_BENCH_PID_FILE"
+[[ -z $perf_pid ]] || wait "$perf_pid" || true
 
 median_rss=$(printf '%s\n' "${samples[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 max_rss=$(printf '%s\n' "${samples[@]}" | sort -n | tail -n1)
@@ -85,11 +110,17 @@ counters=$(curl -fsS "$origin/_fake/counters")
 charged=$(grep -o '"charged":[0-9]*' <<<"$counters" | awk -F: '{s+=$2} END {print s+0}')
 requests=$(grep -o '"requests":[0-9]*' <<<"$counters" | awk -F: '{s+=$2} END {print s+0}')
 awk -v c0="$cpu0" -v c1="$cpu1" -v t0="$t0" -v t1="$t1" -v hz="$ticks" \
-    -v med="$median_rss" -v max="$max_rss" -v n="$targets" -v prof="$profile" \
+    -v med="$median_rss" -v max="$max_rss" -v n="$targets" -v prof="$label" \
     -v req="$requests" -v ch="$charged" 'BEGIN {
     secs = t1 - t0; cpu = (c1 - c0) / hz
-    printf "idle service (%s build), %d targets, %.0f s window\n", prof, n, secs
+    printf "idle service (%s), %d targets, %.0f s window\n", prof, n, secs
     printf "RESULT rss median %.1f MB, max %.1f MB\n", med / 1024, max / 1024
     printf "RESULT cpu %.3f s over %.0f s = %.3f %%\n", cpu, secs, 100 * cpu / secs
     printf "requests to the fake GitHub in the window: %d (charged %d)\n", req, ch
 }'
+if [[ -s $perf_out ]]; then
+    awk -F, -v w="$window" '$3 == "task-clock" { ms = $1 } $3 == "context-switches" { cs = $1 }
+        END { if (ms != "") {
+            printf "RESULT cpu (perf task-clock) %.1f ms over %d s = %.3f %%\n", ms, w, ms / (10 * w)
+            printf "context switches in the window: %d (%.1f/s)\n", cs, cs / w } }' "$perf_out"
+fi

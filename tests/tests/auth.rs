@@ -9,10 +9,11 @@ use rm_e2e::{fake_github, until, Daemon};
 use rm_proto::AuthState;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// Starts `auth login`, returns the child and the user code it printed.
+/// Starts `auth login` with `flags`, returns the child and the user code it printed.
 async fn start_login(
     d: &Daemon,
     gh: &rm_testkit::FakeGitHub,
+    flags: &[&str],
 ) -> (
     tokio::process::Child,
     String,
@@ -20,14 +21,8 @@ async fn start_login(
 ) {
     let mut child = d
         .cli()
-        .args([
-            "auth",
-            "login",
-            "--web-base",
-            &gh.origin(),
-            "--client-id",
-            &gh.client_id(),
-        ])
+        .args(["auth", "login"])
+        .args(flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -69,7 +64,9 @@ async fn device_flow_login_hands_the_credential_to_the_service() {
     assert_eq!(before.status.code(), Some(8), "{before:?}");
     assert!(String::from_utf8_lossy(&before.stderr).contains("runner-manager auth login"));
 
-    let (child, code, printed) = start_login(&d, &gh).await;
+    // No `--web-base`/`--client-id`: the CLI signs in against the GitHub (and App) the
+    // service uses, here the fake.
+    let (child, code, printed) = start_login(&d, &gh, &[]).await;
     gh.approve_device(&code, "octo").unwrap();
     let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
         .await
@@ -79,11 +76,11 @@ async fn device_flow_login_hands_the_credential_to_the_service() {
     // Only the three expected lines: the device code and the tokens are never printed.
     let printed = printed.await.unwrap();
     assert_eq!(printed.len(), 3, "{printed:?}");
-    for (line, start) in
-        printed
-            .iter()
-            .zip(["To sign in, open ", "Waiting for approval", "Signed in"])
-    {
+    for (line, start) in printed.iter().zip([
+        "To sign in, open ",
+        "Waiting for approval",
+        "signed in as octo:",
+    ]) {
         assert!(line.starts_with(start), "unexpected line {line:?}");
         assert!(!line.contains("ghu_") && !line.contains("ghr_"), "{line}");
     }
@@ -99,7 +96,21 @@ async fn device_flow_login_hands_the_credential_to_the_service() {
     })
     .await;
     let shown = d.ok(&["auth", "status"]).await;
-    assert!(shown.contains("signed in"), "{shown}");
+    assert!(shown.contains("signed in as octo"), "{shown}");
+    let status: serde_json::Value =
+        serde_json::from_str(&d.ok(&["status", "--json"]).await).unwrap();
+    assert_eq!(status["auth"]["login"], "octo", "{status}");
+    assert_eq!(status["github"]["web_base"], gh.origin(), "{status}");
+    // The service learnt the login with one GET /user; every request GitHub saw (the CLI's
+    // device flow and the service's calls) carried exactly one User-Agent, ours.
+    let counters = gh.counters();
+    assert!(counters.endpoint("user").requests >= 1, "{counters:?}");
+    let ours = format!("runner-manager/{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        counters.user_agents.keys().collect::<Vec<_>>(),
+        vec![&ours],
+        "{counters:?}"
+    );
 
     d.ok(&["auth", "logout"]).await;
     let after = d.run(&["auth", "status"]).await;
@@ -111,7 +122,11 @@ async fn device_flow_login_hands_the_credential_to_the_service() {
 async fn a_denied_sign_in_is_explained_with_its_exit_code() {
     let gh = fake_github().await;
     let d = Daemon::start(&gh).await;
-    let (child, code, _printed) = start_login(&d, &gh).await;
+    // The flags still choose where to sign in.
+    let origin = gh.origin();
+    let client_id = gh.client_id();
+    let flags = ["--web-base", &origin, "--client-id", &client_id];
+    let (child, code, _printed) = start_login(&d, &gh, &flags).await;
     gh.deny_device(&code).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
         .await

@@ -25,8 +25,7 @@ impl std::fmt::Debug for GitHubPackageSource {
 
 impl GitHubPackageSource {
     pub fn new(client: GitHubClient, target: Target) -> Result<Self, SourceError> {
-        let download = octocrab::Octocrab::builder()
-            .build()
+        let download = rm_github::anonymous_http_client()
             .map_err(|e| SourceError::permanent(format!("download client: {e}")))?;
         Ok(GitHubPackageSource {
             client,
@@ -34,6 +33,17 @@ impl GitHubPackageSource {
             download,
         })
     }
+}
+
+/// How long the download may go without progress (no answer, or no data) before it is given
+/// up and retried: a stalled connection must not hold a launch forever.
+const DOWNLOAD_STALL: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn stalled(what: &str) -> SourceError {
+    SourceError::retryable(format!(
+        "downloading the runner package: no progress for {} s while {what}; it is tried again",
+        DOWNLOAD_STALL.as_secs()
+    ))
 }
 
 /// `actions-runner-linux-x64-2.336.0.tar.gz` → `2.336.0`.
@@ -76,10 +86,17 @@ impl PackageSource for GitHubPackageSource {
     }
 
     async fn download(&self, url: &str, sink: &mut DownloadSink) -> Result<(), SourceError> {
-        let response =
-            self.download._get(url).await.map_err(|e| {
-                SourceError::retryable(format!("downloading the runner package: {e}"))
-            })?;
+        let mut headers = http::HeaderMap::new();
+        if let Ok(agent) = http::HeaderValue::from_str(&rm_github::default_user_agent()) {
+            headers.insert(http::header::USER_AGENT, agent);
+        }
+        let response = tokio::time::timeout(
+            DOWNLOAD_STALL,
+            self.download._get_with_headers(url, Some(headers)),
+        )
+        .await
+        .map_err(|_| stalled("waiting for the answer"))?
+        .map_err(|e| SourceError::retryable(format!("downloading the runner package: {e}")))?;
         let status = response.status();
         if !status.is_success() {
             let message = format!("downloading the runner package: HTTP {status}");
@@ -98,7 +115,10 @@ impl PackageSource for GitHubPackageSource {
             sink.set_total(len);
         }
         let mut body = response.into_body();
-        while let Some(frame) = body.frame().await {
+        while let Some(frame) = tokio::time::timeout(DOWNLOAD_STALL, body.frame())
+            .await
+            .map_err(|_| stalled("reading the archive"))?
+        {
             let frame = frame
                 .map_err(|e| SourceError::retryable(format!("reading the runner package: {e}")))?;
             if let Ok(data) = frame.into_data() {

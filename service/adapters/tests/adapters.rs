@@ -201,6 +201,14 @@ async fn the_host_adapter_materializes_from_one_verified_download_and_keeps_the_
         1,
         "one download, two runtimes"
     );
+    // The download host sees our User-Agent, once (not octocrab's appended after it).
+    assert_eq!(
+        w.gh.counters()
+            .download_user_agents
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![(rm_github::default_user_agent(), 1)]
+    );
 
     host.write_sidecar(&a1, 77).await.unwrap();
     assert_eq!(host.read_sidecar(&a1).await.unwrap(), Some(77));

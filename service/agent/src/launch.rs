@@ -33,8 +33,13 @@ where
     C: Clock,
 {
     /// Polls demand, runs the allocator and launches its grants. Returns whether GitHub was
-    /// reached and how many runners reached `starting`.
-    pub(crate) async fn allocate_and_launch(&self, counts: &ActiveCounts) -> (bool, u32) {
+    /// reached and how many runners reached `starting`. `counts` is exact for this loop's
+    /// policies; its host-wide total only if `total_known` (else it is read before starting).
+    pub(crate) async fn allocate_and_launch(
+        &self,
+        counts: &ActiveCounts,
+        total_known: bool,
+    ) -> (bool, u32) {
         let policies = self.policies();
         let polled: Vec<&Policy> = policies
             .iter()
@@ -77,6 +82,47 @@ where
             });
             matched.insert(p.id(), count.matched);
         }
+        let allocation_with = |counts: &ActiveCounts, host_capacity: u32| {
+            allocate(&AllocationInput {
+                host_capacity,
+                active_total: counts.total,
+                reconciling: !self.draining.load(Ordering::SeqCst),
+                // A policy the operator disabled starts nothing even before its state follows.
+                policies: policies
+                    .iter()
+                    .filter(|p| p.enabled())
+                    .map(|p| {
+                        let demand = matched.get(&p.id()).copied().unwrap_or(0);
+                        PolicyDemand::from_policy(p, demand, counts.of(p.id()))
+                    })
+                    .collect(),
+            })
+        };
+        // A grant never grows when the host has less room, so when even an unbounded host
+        // would start nothing (the idle case: no demand, minimums met) the capacity is not
+        // read at all: an idle pass costs one journal round trip less.
+        if allocation_with(counts, u32::MAX)
+            .grants
+            .iter()
+            .all(|g| g.to_start == 0)
+        {
+            return (true, 0);
+        }
+        let read;
+        let counts = if total_known {
+            counts
+        } else {
+            match self.ports.journal.active_counts().await {
+                Ok(c) => {
+                    read = c;
+                    &read
+                }
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable; starting nothing this pass");
+                    return (true, 0);
+                }
+            }
+        };
         let capacity = match self.ports.journal.host_capacity().await {
             Ok(cap) => cap,
             Err(e) => {
@@ -84,20 +130,7 @@ where
                 return (true, 0);
             }
         };
-        let allocation = allocate(&AllocationInput {
-            host_capacity: capacity,
-            active_total: counts.total,
-            reconciling: !self.draining.load(Ordering::SeqCst),
-            // A policy the operator disabled starts nothing even before its state follows.
-            policies: policies
-                .iter()
-                .filter(|p| p.enabled())
-                .map(|p| {
-                    let demand = matched.get(&p.id()).copied().unwrap_or(0);
-                    PolicyDemand::from_policy(p, demand, counts.of(p.id()))
-                })
-                .collect(),
-        });
+        let allocation = allocation_with(counts, capacity);
 
         let mut reservations = Vec::new();
         for grant in allocation.grants.iter().filter(|g| g.to_start > 0) {
@@ -151,6 +184,8 @@ where
         let now = self.now();
         let id = next_attempt_id(now)?;
         let attempt = Attempt::allocate(id, policy.id(), now);
+        // From here on this loop's policies may own an attempt: the next pass reads them.
+        self.note_quiet(&[], false);
         if let Err(e) = journal.insert_attempt(&attempt).await {
             tracing::warn!(gh_target = %self.target, error = %e, "attempt not reserved");
             return None;

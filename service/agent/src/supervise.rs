@@ -56,6 +56,9 @@ where
         if own.is_empty() {
             return false;
         }
+        if !startup && self.known_quiet(&own) {
+            return false;
+        }
         let attempts = match self.ports.journal.uncleaned_attempts_of(&own).await {
             Ok(a) => a,
             Err(e) => {
@@ -63,6 +66,7 @@ where
                 return false;
             }
         };
+        self.note_quiet(&own, !attempts.iter().any(|a| own.contains(&a.policy_id())));
         let mine: Vec<Attempt> = attempts
             .into_iter()
             .filter(|a| own.contains(&a.policy_id()) && !a.is_cleaned())

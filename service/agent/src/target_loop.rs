@@ -39,6 +39,9 @@ pub struct DrainReport {
     pub timed_out: bool,
 }
 
+/// The longest an idle loop trusts its memory that its policies have no uncleaned attempt.
+pub(crate) const QUIET_REREAD: Duration = Duration::from_secs(300);
+
 /// A directory that could not be removed: when to try again.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CleanupBackoff {
@@ -65,6 +68,11 @@ pub struct TargetLoop<J, G, H, C> {
     /// then end (no deadline unless the host shuts down).
     pub(crate) retiring: AtomicBool,
     pub(crate) recovered: AtomicBool,
+    /// When the journal last showed no uncleaned attempt of this loop's policies (and these
+    /// policy ids). Only this loop writes attempts of its policies, so until it reserves one or
+    /// its policy set changes, an idle pass can skip that read; it is re-read at least every
+    /// [`QUIET_REREAD`] all the same, and always at startup.
+    pub(crate) quiet_since: Mutex<Option<(Timestamp, Vec<PolicyId>)>>,
     /// One pass at a time per loop: a pass must never supervise an attempt another pass of the
     /// same loop is launching.
     pub(crate) pass_lock: tokio::sync::Mutex<()>,
@@ -105,6 +113,7 @@ where
             draining: AtomicBool::new(false),
             retiring: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
+            quiet_since: Mutex::new(None),
             pass_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -157,11 +166,19 @@ where
         // The active counts are read once per pass, after supervision concluded what ended:
         // the operator's intent, the allocator and the pass report all use this copy (each
         // launch still re-reads the headroom under the allocation lock).
-        let counts = match self.ports.journal.active_counts().await {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable; starting nothing this pass");
-                None
+        // A loop that knows its policies have no uncleaned attempt knows they hold no slot
+        // either: its own counts are zero without asking. The host-wide total only matters
+        // to start a runner, and the launch reads it then (`total_known`).
+        let total_known = !self.known_quiet(&self.policy_ids());
+        let counts = if !total_known {
+            Some(ActiveCounts::default())
+        } else {
+            match self.ports.journal.active_counts().await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable; starting nothing this pass");
+                    None
+                }
             }
         };
         // The operator's intent before launching, so a policy disabled since the last pass
@@ -172,7 +189,7 @@ where
         let mut launched = 0;
         let launching = !self.draining.load(Ordering::SeqCst) && !self.shared.is_launching_paused();
         if let (true, Some(counts)) = (launching, &counts) {
-            let (reached, started) = self.allocate_and_launch(counts).await;
+            let (reached, started) = self.allocate_and_launch(counts, total_known).await;
             reached_github |= reached;
             launched = started;
         }
@@ -335,6 +352,21 @@ where
 
     pub(crate) fn policy_ids(&self) -> Vec<PolicyId> {
         locked(&self.policies).iter().map(|p| p.id()).collect()
+    }
+
+    /// Whether the journal's answer "no uncleaned attempt of these policies" from an earlier
+    /// pass still holds (nothing reserved since, same policies, recent enough).
+    pub(crate) fn known_quiet(&self, own: &[PolicyId]) -> bool {
+        match &*locked(&self.quiet_since) {
+            Some((at, ids)) => ids == own && self.now().duration_since(*at) < QUIET_REREAD,
+            None => false,
+        }
+    }
+
+    /// Records what the journal just said about this loop's uncleaned attempts; call with
+    /// `quiet = false` before reserving an attempt.
+    pub(crate) fn note_quiet(&self, own: &[PolicyId], quiet: bool) {
+        *locked(&self.quiet_since) = quiet.then(|| (self.now(), own.to_vec()));
     }
 
     /// This target's attempts holding a slot, from the journal.

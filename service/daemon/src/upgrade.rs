@@ -97,6 +97,13 @@ impl UpgradeWatcher {
         &self.path
     }
 
+    /// Whether the file differs from the build last judged: one `stat`, no process, so an
+    /// async caller may ask it inline every poll and hand only a change to [`Self::poll`]
+    /// (which runs the new binary and may block) on a blocking thread.
+    pub fn looks_changed(&self) -> bool {
+        stamp(&self.path) != self.seen
+    }
+
     /// Look at the file once. A change is remembered only once it was judged (runnable), so a
     /// half-written file is looked at again next time.
     pub fn poll(&mut self) -> Check {
@@ -192,6 +199,25 @@ fn parse_version_line(text: &str) -> Option<Version> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_tells_a_replaced_file_from_an_untouched_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runner-manager");
+        std::fs::write(&path, "old build").unwrap();
+        let mut w = UpgradeWatcher::new(&path, Version::new(0, 1, 0));
+        assert!(!w.looks_changed());
+        assert_eq!(w.poll(), Check::Unchanged);
+
+        std::fs::write(&path, "a longer, newer build").unwrap();
+        assert!(w.looks_changed());
+        // Not runnable: judged again at the next poll, so it still looks changed.
+        assert!(matches!(w.poll(), Check::NotRunnable { .. }));
+        assert!(w.looks_changed());
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(w.looks_changed(), "a removed binary is a change to look at");
+    }
 
     #[test]
     fn version_lines_parse_strictly() {

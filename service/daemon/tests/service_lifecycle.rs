@@ -17,7 +17,8 @@ async fn a_host_without_targets_holds_the_lock_and_stays_off_the_network() {
     w.gh.reset_counters();
     let mut d = w.spawn_daemon(&[]);
     let client = d.client().await;
-    // Even with a credential handed over, no target means nothing to ask GitHub.
+    // Even with a credential handed over, no target means nothing to ask GitHub (not even who
+    // signed in: the client's word stands until a target exists).
     client.put_credential(&cred).await.unwrap();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(3) {
@@ -467,7 +468,26 @@ async fn the_last_github_contact_is_recorded_only_when_github_answered() {
     let at = s.last_github_contact.unwrap().0;
     let now = chrono::Utc::now().timestamp_millis();
     assert!((now - at).abs() < 15_000, "recent: {at} vs {now}");
+    // Later passes move it forward in memory; a clean stop writes the newest to the journal.
+    let later = status_until(&client, Duration::from_secs(15), "contact moves on", |s| {
+        s.last_github_contact.is_some_and(|c| c.0 > at)
+    })
+    .await
+    .last_github_contact
+    .unwrap()
+    .0;
     assert!(d.terminate(Duration::from_secs(10)).success());
+    let mut j = rm_journal::Journal::open(w.journal_path()).unwrap();
+    let saved: i64 = j
+        .meta_get(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS)
+        .unwrap()
+        .expect("saved at shutdown")
+        .parse()
+        .unwrap();
+    assert!(
+        saved >= later,
+        "saved {saved} is the newest contact (>= {later})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

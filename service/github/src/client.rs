@@ -28,6 +28,7 @@ pub(crate) struct Inner {
     pub(crate) etags: EtagCache,
     pub(crate) org_repos: Mutex<OrgRepoCache>,
     pub(crate) settled_runs: Mutex<HashMap<u64, crate::demand::RunMemo>>,
+    pub(crate) runner_jobs: crate::assignments::RunnerJobs,
 }
 
 /// Organization (lower-cased) → when read, its repositories.
@@ -80,6 +81,7 @@ impl GitHubClient {
                 etags,
                 org_repos: Mutex::new(HashMap::new()),
                 settled_runs: Mutex::new(HashMap::new()),
+                runner_jobs: crate::assignments::RunnerJobs::default(),
             }),
         })
     }
@@ -107,6 +109,22 @@ impl GitHubClient {
     /// Forgets the credential in memory; the caller purges its stores.
     pub fn sign_out(&self) {
         self.inner.session.sign_out();
+    }
+
+    /// `GET /user`: the login the current credential belongs to (one request per sign-in;
+    /// conditional, so asking again with the same token is free).
+    pub async fn current_login(&self) -> Result<String, GitHubError> {
+        let url = self.api_url("/user");
+        let (account, _) = self
+            .get_json::<crate::models::Account>(&url, "user", "the signed-in user")
+            .await?;
+        if account.login.is_empty() {
+            return Err(GitHubError::Invalid {
+                status: 200,
+                message: "GET /user answered without a login".into(),
+            });
+        }
+        Ok(account.login)
     }
 
     /// How many token refreshes this client has sent.

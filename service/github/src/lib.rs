@@ -4,6 +4,7 @@
 //! metadata, the rate-limit budget and backoff. Built on octocrab's HTTP stack
 //! with raw calls, so headers (ETags, rate limits) stay visible.
 
+mod assignments;
 mod auth;
 pub mod backoff;
 pub mod budget;
@@ -22,6 +23,7 @@ mod package;
 mod runners;
 mod transport;
 
+pub use assignments::RunnerJob;
 pub use auth::AuthState;
 pub use backoff::Backoff;
 pub use budget::{
@@ -34,6 +36,14 @@ pub use demand::{Demand, QueuedJob};
 pub use device_flow::{DeviceCode, DeviceFlow, DeviceFlowError, PollOutcome};
 pub use endpoints::Endpoints;
 pub use error::{redact, GitHubError};
+
+/// A plain HTTP client on the same stack as [`GitHubClient`] (rustls, redirects, no retry layer,
+/// no default `user-agent: octocrab`) that carries no credential: for downloads from hosts that
+/// must never see the token. The caller sets its User-Agent per request
+/// ([`default_user_agent`]) and bounds each exchange.
+pub fn anonymous_http_client() -> Result<octocrab::Octocrab, GitHubError> {
+    transport::octocrab_on_our_stack()
+}
 pub use installations::TargetAccess;
 pub use models::{Account, Installation, RepoPermissions, Repository, Runner, RunnerLabel};
 pub use package::{host_platform, platform, RunnerPackage};

@@ -167,6 +167,13 @@ pub(crate) struct JobItem {
     pub labels: Vec<String>,
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
+    /// The runner that took the job; `null` until one is assigned.
+    #[serde(default)]
+    pub runner_name: Option<String>,
+    #[serde(default)]
+    pub html_url: Option<String>,
+    #[serde(default)]
+    pub workflow_name: Option<String>,
 }
 
 #[derive(Deserialize)]

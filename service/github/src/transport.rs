@@ -1,6 +1,6 @@
 //! One HTTP exchange through octocrab, with our headers, a whole-request
 //! deadline, metering and the rate-limit gate. No retries happen below this
-//! point (octocrab's retry layer is turned off), so every request GitHub sees
+//! point (the octocrab stack we assemble has no retry layer), so every request GitHub sees
 //! is counted exactly once.
 
 use crate::backoff::{rate_limit_until, RateGate};
@@ -12,8 +12,7 @@ use http::header::{
     HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, IF_NONE_MATCH, USER_AGENT,
 };
 use http::Method;
-use octocrab::service::middleware::retry::RetryConfig;
-use octocrab::Octocrab;
+use octocrab::{OctoBody, Octocrab, OctocrabBuilder};
 use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,31 +94,44 @@ pub(crate) struct Transport {
     slots: Semaphore,
 }
 
+/// octocrab on an HTTP stack we assemble: rustls (ring, the OS roots) over hyper, plus
+/// redirect following — and nothing else.
+///
+/// Why not `Octocrab::builder().build()`: its default stack puts `user-agent: octocrab` in an
+/// extra-headers layer that *appends* to every request, so GitHub would get two User-Agent
+/// lines (ours, then octocrab's), and no builder option drops it. Left out as well: octocrab's
+/// retry layer (we retry knowingly and count each request, so no retry may happen below us),
+/// its timeout connector (`send` bounds the whole exchange), auth (we attach the current token
+/// per request: it rotates) and the base-URI layer (every URL we send is absolute).
+pub(crate) fn octocrab_on_our_stack() -> Result<Octocrab, GitHubError> {
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)
+        .map_err(|e| GitHubError::Config(redact(&format!("TLS roots: {e}"))))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, OctoBody>(https);
+    let stack = tower_http::follow_redirect::FollowRedirect::new(client);
+    match OctocrabBuilder::new_empty()
+        .with_service(stack)
+        .with_auth(octocrab::AuthState::None)
+        .build()
+    {
+        Ok(crab) => Ok(crab),
+        Err(never) => match never {},
+    }
+}
+
 impl Transport {
     pub(crate) fn new(
         config: Arc<ClientConfig>,
         meter: Arc<BudgetMeter>,
     ) -> Result<Self, GitHubError> {
-        // No auth on the instance (we attach the current token per request, it
-        // rotates), no octocrab retries (we retry knowingly, and count each),
-        // and octocrab's own read timeout as a second line behind ours.
-        //
-        // Known wart: every request carries two `user-agent` lines, ours then
-        // `octocrab`. octocrab 0.54's default `build()` always puts
-        // `user-agent: octocrab` in its extra-headers layer, which *appends*
-        // (`HeaderMap::extend`) to each request; `add_header(USER_AGENT, ..)`
-        // lands in the same list (a third value), and no builder option drops
-        // it. Avoiding it means assembling octocrab on our own service stack
-        // (`OctocrabBuilder::new_empty().with_service(..)`: our own
-        // hyper-rustls connector, timeouts and redirect layers), which is not
-        // worth it while GitHub only requires that a User-Agent be present.
-        // tests/rest.rs pins ours as the first value.
-        let crab = Octocrab::builder()
-            .add_retry_config(RetryConfig::None)
-            .set_connect_timeout(Some(config.request_timeout))
-            .set_read_timeout(Some(config.request_timeout))
-            .build()
-            .map_err(|e| GitHubError::Config(redact(&format!("HTTP client: {e}"))))?;
+        let crab = octocrab_on_our_stack()?;
         Ok(Self {
             crab,
             slots: Semaphore::new(config.max_concurrent.max(1)),

@@ -344,10 +344,13 @@ async fn requests_carry_githubs_headers() {
         env!("CARGO_PKG_VERSION")
     );
     assert!(raw.contains(&ua), "{raw}");
-    // octocrab's default stack appends its own `user-agent: octocrab` after
-    // ours; servers read the first value.
-    let first_ua = raw.lines().find(|l| l.starts_with("user-agent:")).unwrap();
-    assert_eq!(first_ua, ua.trim_end(), "{raw}");
+    // Exactly one User-Agent, ours (octocrab's default stack would append
+    // `user-agent: octocrab`).
+    let uas: Vec<&str> = raw
+        .lines()
+        .filter(|l| l.starts_with("user-agent:"))
+        .collect();
+    assert_eq!(uas, vec![ua.trim_end()], "{raw}");
     assert!(
         raw.contains("authorization: bearer ghu_headercheck\r\n"),
         "{raw}"

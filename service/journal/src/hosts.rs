@@ -66,20 +66,19 @@ impl Journal {
     pub fn get_host(&mut self) -> Result<Option<HostRecord>, JournalError> {
         self.run(|conn| {
             let row = conn
-                .query_row(
+                .prepare_cached(
                     "SELECT id, os, arch, label, capacity, runner_root FROM hosts WHERE slot = 1",
-                    [],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, i64>(4)?,
-                            r.get::<_, Option<String>>(5)?,
-                        ))
-                    },
-                )
+                )?
+                .query_row([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                    ))
+                })
                 .optional()?;
             let Some((id, os, arch, label, capacity, root)) = row else {
                 return Ok(None);

@@ -17,7 +17,8 @@ impl Journal {
     pub fn meta_get(&mut self, key: &str) -> Result<Option<String>, JournalError> {
         self.run(|conn| {
             Ok(conn
-                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+                .query_row([key], |r| r.get(0))
                 .optional()?)
         })
     }
@@ -25,11 +26,12 @@ impl Journal {
     /// Set (insert or replace) a meta value.
     pub fn meta_set(&mut self, key: &str, value: &str) -> Result<(), JournalError> {
         self.run(|conn| {
-            conn.execute(
+            // Cached: the daemon writes its last GitHub contact here as it polls.
+            conn.prepare_cached(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![key, value],
-            )?;
+            )?
+            .execute(params![key, value])?;
             Ok(())
         })
     }

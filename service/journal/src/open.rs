@@ -172,6 +172,9 @@ fn configure(conn: &Connection) -> Result<(), JournalError> {
     // returned survives power loss, not only a process crash.
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", true)?;
+    // Room for every statement the service repeats (rusqlite keeps 16 by default; the loops,
+    // the status and the API together use more, and an evicted statement is compiled again).
+    conn.set_prepared_statement_cache_capacity(64);
     let sync: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
     let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
     if sync != 2 || fk != 1 {

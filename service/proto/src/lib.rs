@@ -1,5 +1,6 @@
 //! The local API between the runner-manager service and its clients (the CLI and the tray):
-//! HTTP/1.1 with JSON bodies over a Unix socket, authorised by the caller's OS identity.
+//! HTTP/1.1 with JSON bodies over a Unix socket (Linux, macOS) or a named pipe (Windows),
+//! authorised by the caller's OS identity.
 //!
 //! This crate is the only place that knows the wire format. The types are plain serde structs
 //! with snake_case string enums, independent of the domain crate, so the tray can depend on
@@ -12,25 +13,31 @@
 
 pub mod error;
 pub mod paths;
+pub mod pipe;
 pub mod requests;
 pub mod secret;
+pub mod sid;
 pub mod status;
 pub mod time;
 pub mod version;
 pub mod watch;
 
-#[cfg(all(unix, feature = "client"))]
+#[cfg(feature = "client")]
 pub mod client;
-#[cfg(all(unix, feature = "server"))]
+#[cfg(feature = "server")]
 pub mod server;
+#[cfg(all(windows, any(feature = "client", feature = "server")))]
+mod win32;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use paths::{Route, TargetRef, TargetRefError};
+pub use pipe::pipe_name;
 pub use requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate};
 pub use secret::SecretString;
+pub use sid::{Sid, SidError};
 pub use status::{
-    Arch, AuthState, Budget, Demand, Failure, FailureReason, HostStatus, JobRef, Os, RunnerState,
-    RunnerStatus, Status, TargetKind, TargetState, TargetStatus,
+    Arch, AuthState, Budget, Demand, Failure, FailureReason, GitHubEndpoints, HostStatus, JobRef,
+    Os, RunnerState, RunnerStatus, Status, TargetKind, TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
 pub use version::{
@@ -39,10 +46,14 @@ pub use version::{
 };
 pub use watch::{Event, RunnerOutcome, WatchMessage};
 
-#[cfg(all(unix, feature = "client"))]
+#[cfg(feature = "client")]
 pub use client::{Client, ClientError, ClientOptions, WatchStream};
 #[cfg(all(unix, feature = "server"))]
+pub use server::bind_socket;
+#[cfg(all(windows, feature = "server"))]
+pub use server::{bind_pipe, PipeListener};
+#[cfg(feature = "server")]
 pub use server::{
-    bind_socket, serve, serve_until, AccessPolicy, BindError, Handler, Peer, ServerLimits,
-    WatchStart,
+    serve, serve_until, AccessPolicy, BindError, Handler, Listener, Peer, PeerIdentity,
+    ServerLimits, WatchStart,
 };

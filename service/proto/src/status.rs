@@ -20,6 +20,22 @@ pub struct Status {
     pub budget: Option<Budget>,
     /// The most recent failures, newest first (a short, bounded list).
     pub recent_failures: Vec<Failure>,
+    /// The GitHub this service talks to, so a client signs in against the same one;
+    /// `null` from an older service (assume github.com).
+    #[serde(default)]
+    pub github: Option<GitHubEndpoints>,
+}
+
+/// Where the service's GitHub is and which App it signs in as (nothing secret: an App's
+/// client id is public).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitHubEndpoints {
+    /// The web/OAuth origin the device flow runs against, e.g. `https://github.com`.
+    pub web_base: String,
+    /// The REST base, e.g. `https://api.github.com` or `https://HOST/api/v3`.
+    pub api_base: String,
+    /// The GitHub App's client id.
+    pub client_id: String,
 }
 
 /// This machine as the service sees it.
@@ -156,11 +172,23 @@ pub enum RunnerState {
     Unknown,
 }
 
-/// A job, as far as it is known.
+/// The job a runner took, as far as it is known (from GitHub's jobs listing; `null` fields
+/// were not reported).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct JobRef {
     pub id: Option<u64>,
     pub name: Option<String>,
+    /// The workflow run the job belongs to.
+    #[serde(default)]
+    pub run_id: Option<u64>,
+    /// `owner/repo` of the run.
+    #[serde(default)]
+    pub repository: Option<String>,
+    #[serde(default)]
+    pub workflow_name: Option<String>,
+    /// The job's page on GitHub.
+    #[serde(default)]
+    pub html_url: Option<String>,
 }
 
 /// One runner attempt that is not cleaned yet.
@@ -236,6 +264,18 @@ mod tests {
         assert_eq!(out, AuthState::SignedOut);
         let later: AuthState = serde_json::from_str(r#"{"state":"locked"}"#).unwrap();
         assert_eq!(later, AuthState::Unknown);
+    }
+
+    #[test]
+    fn fields_an_older_service_does_not_send_read_as_null() {
+        let job: JobRef = serde_json::from_str(r#"{"id":7,"name":"build"}"#).unwrap();
+        assert_eq!(job.id, Some(7));
+        assert_eq!((job.run_id, job.html_url), (None, None));
+        let github: Option<GitHubEndpoints> = serde_json::from_value(
+            serde_json::json!({"web_base": "https://ghe.example", "api_base": "https://ghe.example/api/v3", "client_id": "Iv1.x"}),
+        )
+        .unwrap();
+        assert_eq!(github.unwrap().web_base, "https://ghe.example");
     }
 
     #[test]

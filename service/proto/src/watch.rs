@@ -58,7 +58,8 @@ pub enum Event {
         target: String,
         from: RunnerState,
         to: RunnerState,
-        job: Option<JobRef>,
+        /// Boxed to keep every event small; on the wire it is the plain object.
+        job: Option<Box<JobRef>>,
     },
     /// A runner attempt ended (before its directory is scrubbed).
     RunnerConcluded {
@@ -67,7 +68,7 @@ pub enum Event {
         runner_name: String,
         target: String,
         outcome: RunnerOutcome,
-        job: Option<JobRef>,
+        job: Option<Box<JobRef>>,
     },
     /// A runner's directory was scrubbed and its registration removed: nothing is left.
     RunnerCleaned {

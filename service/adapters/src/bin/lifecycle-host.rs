@@ -12,10 +12,9 @@
 use anyhow::{bail, Context};
 use clap::Parser;
 use rm_adapters::{
-    spawn_target_loops, BudgetPoll, GitHubAdapter, GitHubPackageSource, HostAdapter,
-    JournalAdapter, LifecycleConfig,
+    spawn_target_loops, GitHubAdapter, GitHubPackageSource, HostAdapter, JournalAdapter,
+    LifecycleConfig, PollPlan,
 };
-use rm_agent::PollInterval;
 use rm_core::{
     Arch, Host, HostId, HostLabel, LabelSet, Os, PolicySpec, ProfileName, RoutingPrefix, Target,
 };
@@ -57,9 +56,12 @@ struct Args {
     /// Fixed poll interval in ms (default: the budget planner).
     #[arg(long)]
     poll_ms: Option<u64>,
-    /// How often the exit watcher inspects runner processes.
+    /// How often the exit watcher inspects runner processes (while runners are live).
     #[arg(long, default_value_t = 1000)]
     exit_poll_ms: u64,
+    /// How often the journal's targets are re-read (nothing wakes this host when they change).
+    #[arg(long, default_value_t = 30_000)]
+    target_sync_ms: u64,
     #[arg(long, default_value_t = 300)]
     registration_timeout_secs: u64,
     #[arg(long, default_value_t = 300)]
@@ -172,12 +174,13 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!(error = %e, "runner package not cached yet; launches will try again");
     }
 
-    let poll: Arc<dyn PollInterval> = match args.poll_ms {
-        Some(ms) => Arc::new(Duration::from_millis(ms)),
-        None => Arc::new(BudgetPoll::new(client.clone(), targets.len())),
+    let poll = match args.poll_ms {
+        Some(ms) => PollPlan::Fixed(Arc::new(Duration::from_millis(ms))),
+        None => PollPlan::budget(client.clone()),
     };
-    let mut config = LifecycleConfig::new(poll);
+    let mut config = LifecycleConfig::planned(poll);
     config.exit_poll = Duration::from_millis(args.exit_poll_ms);
+    config.target_sync = Duration::from_millis(args.target_sync_ms);
     config.agent.timeouts.registration = Duration::from_secs(args.registration_timeout_secs);
     config.agent.timeouts.idle = Duration::from_secs(args.idle_timeout_secs);
     config.agent.stop_grace = Duration::from_millis(args.stop_grace_ms);

@@ -107,7 +107,11 @@ impl World {
             cmd.args(["--target", t]);
         }
         // Fast polls unless the test sets its own.
-        for (flag, value) in [("--poll-ms", "250"), ("--exit-poll-ms", "200")] {
+        for (flag, value) in [
+            ("--poll-ms", "250"),
+            ("--exit-poll-ms", "200"),
+            ("--target-sync-ms", "250"),
+        ] {
             if !extra.contains(&flag) {
                 cmd.args([flag, value]);
             }

@@ -241,3 +241,61 @@ async fn paused_launching_supervises_but_starts_nothing_until_resumed() {
     assert_eq!(report.active_owned, 1);
     assert_eq!(h.journal.active(), 1);
 }
+
+/// (uncleaned-attempt reads, host-capacity reads) so far.
+fn reads(h: &Harness) -> (u32, u32) {
+    let st = h.journal.state.lock().unwrap();
+    (st.uncleaned_reads, st.capacity_reads)
+}
+
+fn counts_reads(h: &Harness) -> u32 {
+    h.journal.state.lock().unwrap().counts_reads
+}
+
+#[tokio::test]
+async fn an_idle_pass_skips_the_journal_reads_it_cannot_need() {
+    let h = Harness::new();
+    let lp = h.make_loop(target());
+    // Startup reads the attempts; no demand, so the capacity is never needed.
+    assert_eq!(lp.pass().await.launched, 0);
+    assert_eq!(reads(&h), (1, 0));
+    // The journal said "none" and only this loop reserves attempts of its policies: so
+    // they hold no slot either, and an idle pass reads neither.
+    let counted = counts_reads(&h);
+    lp.pass().await;
+    lp.pass().await;
+    assert_eq!(reads(&h), (1, 0));
+    assert_eq!(counts_reads(&h), counted);
+    // ...but that memory is trusted for a few minutes only.
+    h.clock.advance(Duration::from_secs(301));
+    lp.pass().await;
+    assert_eq!(reads(&h), (2, 0));
+
+    // Demand: the host-wide counts and the capacity are read (for the allocation, then again
+    // under the allocation lock) and a runner starts; the next pass supervises it.
+    h.github.set_jobs(1);
+    let counted = counts_reads(&h);
+    assert_eq!(lp.pass().await.launched, 1);
+    assert_eq!(reads(&h), (2, 2));
+    assert_eq!(counts_reads(&h), counted + 2);
+    h.github.set_jobs(0);
+    lp.pass().await;
+    assert_eq!(reads(&h).0, 3, "an attempt reserved since: read again");
+    lp.pass().await;
+    assert_eq!(reads(&h).0, 4, "a live attempt: read every pass");
+}
+
+#[tokio::test]
+async fn a_changed_policy_set_reads_the_attempts_again() {
+    let h = Harness::new();
+    let lp = h.make_loop(target());
+    lp.pass().await;
+    lp.pass().await;
+    assert_eq!(reads(&h).0, 1);
+    // A policy added to the target (its attempts are unknown to this loop's memory).
+    h.journal
+        .add_policy(2, &target(), Some(1), rm_core::PolicyState::Active);
+    h.seed_for("otherpolicy1", 2, AttemptState::Busy);
+    lp.pass().await;
+    assert_eq!(reads(&h).0, 2);
+}

@@ -41,6 +41,10 @@ pub struct JState {
     pub updates: u32,
     /// The next update to this state fails (a crash or a full disk at that point).
     pub fail_update_to: Option<AttemptState>,
+    /// Reads of the uncleaned attempts and of the host capacity (what an idle pass may skip).
+    pub uncleaned_reads: u32,
+    pub capacity_reads: u32,
+    pub counts_reads: u32,
 }
 
 pub struct FakeJournal {
@@ -203,7 +207,8 @@ impl JournalPort for FakeJournal {
     }
 
     async fn uncleaned_attempts(&self) -> Result<Vec<Attempt>, JournalError> {
-        let st = self.state.lock().unwrap();
+        let mut st = self.state.lock().unwrap();
+        st.uncleaned_reads += 1;
         Ok(st
             .attempts
             .values()
@@ -215,7 +220,8 @@ impl JournalPort for FakeJournal {
     async fn active_counts(&self) -> Result<ActiveCounts, JournalError> {
         // Let other tasks run between reading and acting, as a real database call would.
         tokio::task::yield_now().await;
-        let st = self.state.lock().unwrap();
+        let mut st = self.state.lock().unwrap();
+        st.counts_reads += 1;
         let mut counts = ActiveCounts::default();
         for a in st.attempts.values().filter(|a| a.counts_against_capacity()) {
             *counts.by_policy.entry(a.policy_id()).or_insert(0) += 1;
@@ -226,7 +232,9 @@ impl JournalPort for FakeJournal {
 
     async fn host_capacity(&self) -> Result<u32, JournalError> {
         tokio::task::yield_now().await;
-        Ok(self.state.lock().unwrap().capacity)
+        let mut st = self.state.lock().unwrap();
+        st.capacity_reads += 1;
+        Ok(st.capacity)
     }
 }
 

@@ -78,10 +78,11 @@ pub enum Command {
 pub enum AuthCommand {
     /// Sign in with GitHub's device flow and hand the credential to the service.
     Login {
-        /// GitHub's web origin (a GitHub Enterprise Server host, or a test GitHub).
-        #[arg(long, value_name = "URL", default_value = "https://github.com")]
-        web_base: String,
-        /// The GitHub App's client id [default: runner-manager's App].
+        /// GitHub's web origin (a GitHub Enterprise Server host, or a test GitHub)
+        /// [default: the one the service uses].
+        #[arg(long, value_name = "URL")]
+        web_base: Option<String>,
+        /// The GitHub App's client id [default: the one the service uses].
         #[arg(long, value_name = "ID")]
         client_id: Option<String>,
     },

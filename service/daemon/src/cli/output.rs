@@ -167,6 +167,24 @@ pub(super) fn print_api_host(h: &rm_proto::HostStatus, as_json: bool) -> Result<
     Ok(())
 }
 
+/// `, job build (#42, octo/app) https://…` as far as it is known.
+fn job_text(j: &rm_proto::JobRef) -> String {
+    let mut text = format!(", job {}", j.name.as_deref().unwrap_or("?"));
+    let detail: Vec<String> =
+        j.id.map(|id| format!("#{id}"))
+            .into_iter()
+            .chain(j.repository.clone())
+            .collect();
+    if !detail.is_empty() {
+        text.push_str(&format!(" ({})", detail.join(", ")));
+    }
+    if let Some(url) = &j.html_url {
+        text.push(' ');
+        text.push_str(url);
+    }
+    text
+}
+
 pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<(), Failure> {
     if as_json {
         return json(s);
@@ -207,16 +225,7 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         println!("  {}", api_target_line(t));
     }
     for r in &s.runners {
-        let job = r
-            .job
-            .as_ref()
-            .and_then(|j| {
-                j.name
-                    .clone()
-                    .or_else(|| j.id.map(|id| format!("job {id}")))
-            })
-            .map(|j| format!(", job {j}"))
-            .unwrap_or_default();
+        let job = r.job.as_ref().map(job_text).unwrap_or_default();
         println!(
             "  runner {} for {}: {}{job} since {}",
             r.runner_name,
@@ -235,4 +244,29 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runners_job_is_shown_as_far_as_it_is_known() {
+        let full = rm_proto::JobRef {
+            id: Some(42),
+            name: Some("build".into()),
+            repository: Some("octo/app".into()),
+            html_url: Some("https://github.com/octo/app/actions/runs/7/job/42".into()),
+            ..rm_proto::JobRef::default()
+        };
+        assert_eq!(
+            job_text(&full),
+            ", job build (#42, octo/app) https://github.com/octo/app/actions/runs/7/job/42"
+        );
+        let bare = rm_proto::JobRef {
+            id: Some(42),
+            ..rm_proto::JobRef::default()
+        };
+        assert_eq!(job_text(&bare), ", job ? (#42)");
+    }
 }

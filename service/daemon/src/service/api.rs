@@ -2,7 +2,7 @@
 //! (compare-and-set), the loops are woken, and their next pass (which re-reads the policies)
 //! carries it out.
 
-use super::events::publish_auth;
+use super::events::{has_targets, learn_login, publish_auth};
 use super::state::{meta, Daemon};
 use super::status::{self, journal_error};
 use rm_core::{
@@ -179,17 +179,28 @@ impl Handler for Api {
                     self.daemon.store.describe()
                 ))
             })?;
-        let login = c.login.clone().unwrap_or_default();
+        // GitHub says whose credential it is. A host without targets opens no connection, so
+        // there (and when GitHub cannot be asked now) the client's word stands in until the
+        // auth watcher asks GitHub.
+        let learnt = if has_targets(&self.daemon).await {
+            learn_login(&self.daemon).await
+        } else {
+            None
+        };
+        let verified = if learnt.is_some() { "1" } else { "0" };
+        let login = learnt.or_else(|| c.login.clone()).unwrap_or_default();
         let expires = c.refresh_expires_at.0.to_string();
+        let stored_login = login.clone();
         self.daemon
             .journal
             .with(move |j| {
                 j.meta_set(meta::LOGIN, &login)?;
+                j.meta_set(meta::LOGIN_VERIFIED, verified)?;
                 j.meta_set(meta::SIGN_IN_EXPIRES_MS, &expires)
             })
             .await
             .map_err(journal_error)?;
-        tracing::info!(uid = peer.uid, login = ?c.login, "new GitHub credential stored");
+        tracing::info!(uid = peer.uid, login = %stored_login, "new GitHub credential stored");
         self.recover_auth_failed().await;
         publish_auth(&self.daemon).await;
         self.changed().await;

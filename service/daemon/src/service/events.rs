@@ -1,10 +1,11 @@
 //! The event pump: turns the agent's broadcast into what clients see (watch events, the
 //! recent-failure ring, demand per policy), records the last GitHub contact when a pass
 //! actually reached GitHub, and notices auth state changes (renewal failures happen inside
-//! the client, not in an event).
+//! the client, not in an event). It also publishes the status again when a demand poll learnt
+//! which job a runner took, and learns the signed-in login (`GET /user`) when it is missing.
 
 use super::state::Daemon;
-use super::status::via;
+use super::status::{job_of, via};
 use rm_agent::{AgentEvent, EventKind};
 use rm_core::{AttemptId, FailureReason, Outcome};
 use rm_proto::{Event, Failure, RunnerOutcome, UnixMillis, WatchMessage};
@@ -78,9 +79,21 @@ fn failure(at: UnixMillis, target: &str, attempt: &AttemptId, reason: FailureRea
     }
 }
 
+/// What the pump remembers between events.
+#[derive(Default)]
+struct Seen {
+    /// When the last GitHub contact was written (at most once a second).
+    last_recorded: Option<Instant>,
+    /// The client's runner-job version last published.
+    jobs_version: u64,
+}
+
 /// Runs until the agent's channel closes.
 pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
-    let mut last_recorded: Option<Instant> = None;
+    let mut seen = Seen {
+        jobs_version: daemon.client.runner_jobs_version(),
+        ..Seen::default()
+    };
     loop {
         let event = match rx.recv().await {
             Ok(e) => e,
@@ -91,31 +104,30 @@ pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
             }
             Err(RecvError::Closed) => return,
         };
-        if handle(&daemon, &event, &mut last_recorded).await {
+        if handle(&daemon, &event, &mut seen).await {
             daemon.publish_status().await;
         }
     }
 }
 
 /// Handles one event; true when the status changed in a way watchers should see.
-async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<Instant>) -> bool {
+async fn handle(daemon: &Daemon, event: &AgentEvent, seen: &mut Seen) -> bool {
     let at = UnixMillis(event.at.as_millis());
     let target = event.target.to_string();
     let publish = |e: Event| daemon.publish(WatchMessage::Event { event: e });
     match &event.kind {
         EventKind::PassCompleted { reached_github, .. } => {
-            // Only a pass that got an answer from GitHub is a contact; at most one write a second.
-            if *reached_github
-                && last_recorded.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-            {
-                *last_recorded = Some(Instant::now());
-                let now = chrono::Utc::now().timestamp_millis().to_string();
-                if let Err(e) = daemon
-                    .journal
-                    .with(move |j| j.meta_set(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS, &now))
-                    .await
+            // Only a pass that got an answer from GitHub is a contact. Status reads it from
+            // memory; the journal copy (for `status` without a service, and across restarts)
+            // is written at most once a minute and at shutdown.
+            if *reached_github {
+                daemon.note_contact(chrono::Utc::now().timestamp_millis());
+                if seen
+                    .last_recorded
+                    .is_none_or(|t| t.elapsed() >= CONTACT_SAVE_EVERY)
                 {
-                    tracing::warn!(error = %e, "last GitHub contact not recorded");
+                    seen.last_recorded = Some(Instant::now());
+                    save_last_contact(daemon).await;
                 }
             }
             false
@@ -134,7 +146,12 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<
                     unresolvable: *unresolvable,
                 },
             );
-            false
+            // The poll that counted demand also read the jobs listings that name each
+            // runner's job: watchers see a newly learnt job at once.
+            let version = daemon.client.runner_jobs_version();
+            let news = version != seen.jobs_version;
+            seen.jobs_version = version;
+            news
         }
         EventKind::Launched { attempt, .. } => {
             let name = runner_name(daemon, attempt).await;
@@ -148,6 +165,7 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<
         }
         EventKind::StateChanged { attempt, from, to } => {
             let name = runner_name(daemon, attempt).await;
+            let job = job_of(daemon, &name).map(Box::new);
             publish(Event::RunnerStateChanged {
                 at,
                 attempt_id: attempt.to_string(),
@@ -155,7 +173,7 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<
                 target,
                 from: via(from.as_str(), rm_proto::RunnerState::Unknown),
                 to: via(to.as_str(), rm_proto::RunnerState::Unknown),
-                job: None,
+                job,
             });
             true
         }
@@ -165,13 +183,14 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<
             ..
         } => {
             let name = runner_name(daemon, attempt).await;
+            let job = job_of(daemon, &name).map(Box::new);
             publish(Event::RunnerConcluded {
                 at,
                 attempt_id: attempt.to_string(),
                 runner_name: name,
                 target: target.clone(),
                 outcome: outcome(o),
-                job: None,
+                job,
             });
             if let Outcome::Failed(reason) = o {
                 let f = failure(at, &target, attempt, *reason);
@@ -203,6 +222,8 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<
             true
         }
         EventKind::Cleaned { attempt } => {
+            let name = runner_name(daemon, attempt).await;
+            daemon.client.forget_runner_job(&name);
             publish(Event::RunnerCleaned {
                 at,
                 attempt_id: attempt.to_string(),
@@ -222,17 +243,129 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, last_recorded: &mut Option<
 }
 
 /// Publishes `auth_changed` (and `sign_in_required`) when the client's auth state changes, e.g.
-/// a renewal refused by GitHub.
+/// a renewal refused by GitHub. A credential whose login GitHub has not confirmed yet (handed
+/// over while the host had no target, or GitHub was unreachable then) gets it learnt here, once
+/// the host has a target: a host without targets stays off the network.
 pub async fn watch_auth(daemon: Arc<Daemon>, every: Duration) {
     let mut last = daemon.client.auth_state();
+    let mut login_known = false;
+    let mut next_ask = Instant::now();
     loop {
+        if !login_known && is_signed_in(&last) && Instant::now() >= next_ask {
+            // At most once a minute while GitHub cannot say.
+            next_ask = Instant::now() + LOGIN_RETRY;
+            if login_verified(&daemon).await {
+                login_known = true;
+            } else if !has_targets(&daemon).await {
+                next_ask = Instant::now() + TARGETS_RECHECK;
+            } else if let Some(login) = learn_login(&daemon).await {
+                login_known = store_login(&daemon, &login).await;
+                if login_known {
+                    publish_auth(&daemon).await;
+                }
+            }
+        }
         tokio::time::sleep(every).await;
         let now = daemon.client.auth_state();
         if now == last {
             continue;
         }
+        // A new credential may belong to someone else: check the login again.
+        login_known = false;
+        next_ask = Instant::now();
         last = now;
         publish_auth(&daemon).await;
+    }
+}
+
+/// Whether the journal has any policy: without one the host opens no network connection.
+/// A failed read counts as none (asking GitHub can wait for the next look).
+pub async fn has_targets(daemon: &Daemon) -> bool {
+    daemon
+        .journal
+        .with(|j| j.list_policies())
+        .await
+        .map(|p| !p.is_empty())
+        .unwrap_or(false)
+}
+
+fn is_signed_in(state: &rm_github::AuthState) -> bool {
+    matches!(state, rm_github::AuthState::SignedIn { .. })
+}
+
+/// How often the last GitHub contact is written to the journal while passes reach GitHub.
+const CONTACT_SAVE_EVERY: Duration = Duration::from_secs(60);
+
+/// Writes this process's last GitHub contact to the journal (nothing when there was none).
+pub async fn save_last_contact(daemon: &Daemon) {
+    let Some(at) = daemon.last_contact() else {
+        return;
+    };
+    let at = at.to_string();
+    if let Err(e) = daemon
+        .journal
+        .with(move |j| j.meta_set(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS, &at))
+        .await
+    {
+        tracing::warn!(error = %e, "last GitHub contact not recorded");
+    }
+}
+
+/// How often the auth watcher asks `GET /user` again while the login is unknown.
+const LOGIN_RETRY: Duration = Duration::from_secs(60);
+
+/// How often the auth watcher looks for a first target while the login waits for one.
+const TARGETS_RECHECK: Duration = Duration::from_secs(2);
+
+/// How long asking GitHub who signed in may take before sign-in goes on without the login.
+const LOGIN_DEADLINE: Duration = Duration::from_secs(15);
+
+/// Asks GitHub whose credential the service holds (`GET /user`); `None` (logged) when it
+/// cannot be learnt now.
+pub async fn learn_login(daemon: &Daemon) -> Option<String> {
+    match tokio::time::timeout(LOGIN_DEADLINE, daemon.client.current_login()).await {
+        Ok(Ok(login)) => Some(login),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not learn the signed-in login from GitHub");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                deadline_secs = LOGIN_DEADLINE.as_secs(),
+                "GitHub did not say who signed in in time"
+            );
+            None
+        }
+    }
+}
+
+/// Whether the stored login came from GitHub (not only from the signing-in client).
+async fn login_verified(daemon: &Daemon) -> bool {
+    use super::state::meta;
+    daemon
+        .journal
+        .with(|j| Ok((j.meta_get(meta::LOGIN)?, j.meta_get(meta::LOGIN_VERIFIED)?)))
+        .await
+        .is_ok_and(|(login, verified)| {
+            login.is_some_and(|l| !l.is_empty()) && verified.as_deref() == Some("1")
+        })
+}
+
+async fn store_login(daemon: &Daemon, login: &str) -> bool {
+    let login = login.to_string();
+    match daemon
+        .journal
+        .with(move |j| {
+            j.meta_set(super::state::meta::LOGIN, &login)?;
+            j.meta_set(super::state::meta::LOGIN_VERIFIED, "1")
+        })
+        .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "the signed-in login was not recorded");
+            false
+        }
     }
 }
 

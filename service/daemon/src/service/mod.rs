@@ -2,9 +2,10 @@
 //!
 //! Startup, in order: the data directory's [`InstanceLock`], the journal (and the host row),
 //! the credential store of the start mode, the GitHub client (endpoints from flags, the data
-//! directory's `config.json`, or github.com), the local API socket, then the loops (each starts
-//! with startup recovery). A host without targets builds no runner host and sends nothing to
-//! GitHub: it holds the lock and waits.
+//! directory's `config.json`, or github.com), the local API socket, then the loops
+//! (`rm_adapters::Lifecycle`: startup recovery of every target before any launch). A host
+//! without targets builds no runner host and sends nothing to GitHub: it holds the lock and
+//! waits.
 //!
 //! Endings: SIGTERM/SIGINT stop launching and drain with a deadline (60 s by default; what is
 //! left is adopted by the next start). A newer installed binary ([`UpgradeWatcher`]) stops
@@ -30,7 +31,7 @@ use crate::store::{self, ServiceStore};
 use crate::upgrade::{Check, UpgradeWatcher};
 use gate::{Gate, GatedJournal};
 use rm_adapters::JournalAdapter;
-use rm_agent::{AgentConfig, HostShared};
+use rm_agent::AgentConfig;
 use rm_github::{ClientConfig, CredentialStore, Endpoints, GitHubClient, StoreError};
 use rm_proto::{AccessPolicy, ServerLimits};
 use serde::Deserialize;
@@ -253,8 +254,6 @@ async fn serve(
     gate.set_paused(paused);
     let wake = Arc::new(Notify::new());
     let removals = Arc::new(removals::Removals::load(&journal).await);
-    let shared = HostShared::new(2);
-    let agent_events = shared.subscribe();
     let daemon = Arc::new(state::Daemon::new(
         journal.clone(),
         client.clone(),
@@ -263,10 +262,11 @@ async fn serve(
         Arc::clone(&wake),
         Arc::clone(&removals),
     ));
-    let pump = tokio::spawn(events::pump(Arc::clone(&daemon), agent_events));
+    // Auth changes inside the client (a renewal GitHub refused) reach watchers within this;
+    // `status` reads the client directly, so only the watch stream waits for it.
     let auth_watch = tokio::spawn(events::watch_auth(
         Arc::clone(&daemon),
-        Duration::from_secs(1),
+        Duration::from_secs(5),
     ));
 
     // The local API.
@@ -333,11 +333,16 @@ async fn serve(
         agent,
         poll: options.poll,
         tick: options.tick,
-        shared,
         wake,
         removals,
     };
-    let fleet = tokio::spawn(fleet::run(parts, fleet_stop_rx));
+    let fleet = Arc::new(fleet::build(parts));
+    // Subscribed before the loops run: no event is missed.
+    let pump = tokio::spawn(events::pump(
+        Arc::clone(&daemon),
+        fleet.shared().subscribe(),
+    ));
+    let fleet = tokio::spawn(async move { fleet.run(fleet_stop_rx).await });
 
     let ending = wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop).await?;
     if matches!(ending, Ending::Stopped) {
@@ -358,17 +363,29 @@ async fn serve(
     let _ = api_stop_tx.send(true);
     let _ = api.await;
     pump.abort();
+    events::save_last_contact(&daemon).await;
     auth_watch.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(ending)
 }
 
-/// Resolves once SIGTERM/SIGINT was received (the flag is set by the handler installed
-/// before the lock is taken, so a signal during startup is not lost either).
+/// Resolves once SIGTERM/SIGINT was received. The flag set by the handler installed before
+/// the lock was taken covers a signal during startup; the streams, registered before the flag
+/// is read, cover every later one without a timer waking the idle service.
 async fn stop_signal(stop: Arc<AtomicBool>) -> Result<(), Failure> {
-    while !stop.load(Ordering::SeqCst) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    use tokio::signal::unix::{signal, SignalKind};
+    let stream = |kind| {
+        signal(kind).map_err(|e| Failure::internal(format!("cannot install a signal handler: {e}")))
+    };
+    let mut term = stream(SignalKind::terminate())?;
+    let mut int = stream(SignalKind::interrupt())?;
+    if stop.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
     }
     Ok(())
 }
@@ -388,6 +405,11 @@ async fn wait_for_ending(
         tokio::select! {
             r = &mut signal => { r?; return Ok(Ending::Stopped); }
             () = tokio::time::sleep(options.upgrade_poll) => {}
+        }
+        // One `stat` inline; only a changed file is run (`--version`) on a blocking thread, so
+        // an idle service does not wake the blocking pool every poll.
+        if !watcher.as_ref().is_some_and(UpgradeWatcher::looks_changed) {
+            continue;
         }
         let Some(mut w) = watcher.take() else {
             continue;

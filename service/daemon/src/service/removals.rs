@@ -4,10 +4,12 @@
 //! uncleaned. The set is kept in the journal's meta table so a restart in between finishes the
 //! removal.
 
-use rm_adapters::JournalAdapter;
+use rm_adapters::{HookReport, JournalAdapter, TargetHook};
 use rm_core::{PolicyId, PolicyState};
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 const META_KEY: &str = "daemon_pending_removals";
 
@@ -38,6 +40,11 @@ impl Removals {
         }
     }
 
+    /// How many removals wait for their target to drain.
+    pub fn pending(&self) -> usize {
+        self.lock().len()
+    }
+
     pub fn contains(&self, id: PolicyId) -> bool {
         self.lock().contains(&id.get())
     }
@@ -62,11 +69,12 @@ impl Removals {
         journal.with(move |j| j.meta_set(META_KEY, &text)).await
     }
 
-    /// Deletes every policy being removed that has nothing left (no uncleaned attempt).
-    pub async fn settle(&self, journal: &JournalAdapter) {
+    /// Deletes every policy being removed that has nothing left (no uncleaned attempt);
+    /// returns how many removals finished.
+    pub async fn settle(&self, journal: &JournalAdapter) -> usize {
         let pending: Vec<i64> = self.lock().iter().copied().collect();
         if pending.is_empty() {
-            return;
+            return 0;
         }
         let outcome = journal
             .with(move |j| {
@@ -101,6 +109,7 @@ impl Removals {
             .await;
         match outcome {
             Ok(done) if !done.is_empty() => {
+                let finished = done.len();
                 let text = {
                     let mut ids = self.lock();
                     for d in &done {
@@ -112,9 +121,41 @@ impl Removals {
                 if let Err(e) = journal.with(move |j| j.meta_set(META_KEY, &text)).await {
                     tracing::warn!(error = %e, "pending removals could not be recorded");
                 }
+                finished
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "pending removals could not be settled"),
+            Ok(_) => 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "pending removals could not be settled");
+                0
+            }
         }
+    }
+}
+
+/// The lifecycle's hook: settles the removals before each re-read of the targets, and every
+/// tick while one is pending; a deleted policy makes the lifecycle re-read (its loop ends).
+pub struct RemovalHook {
+    removals: Arc<Removals>,
+    journal: JournalAdapter,
+}
+
+impl RemovalHook {
+    pub fn new(removals: Arc<Removals>, journal: JournalAdapter) -> Self {
+        RemovalHook { removals, journal }
+    }
+}
+
+impl TargetHook for RemovalHook {
+    fn settle(&self) -> Pin<Box<dyn Future<Output = HookReport> + Send + '_>> {
+        Box::pin(async move {
+            if self.removals.pending() == 0 {
+                return HookReport::default();
+            }
+            let finished = self.removals.settle(&self.journal).await;
+            HookReport {
+                changed: finished > 0,
+                pending: self.removals.pending() > 0,
+            }
+        })
     }
 }

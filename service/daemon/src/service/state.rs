@@ -17,8 +17,12 @@ pub const RECENT_FAILURES: usize = 20;
 
 /// Journal meta keys the daemon owns (never secrets).
 pub mod meta {
-    /// The GitHub login the credential belongs to, as the client told us.
+    /// The GitHub login the credential belongs to: GitHub's answer to `GET /user`, or the
+    /// signing-in client's word until GitHub has been asked (see `LOGIN_VERIFIED`).
     pub const LOGIN: &str = "daemon_github_login";
+    /// `1` once `LOGIN` came from GitHub itself. A host without targets stays off the network,
+    /// so it keeps the client's word until its first target exists.
+    pub const LOGIN_VERIFIED: &str = "daemon_github_login_verified";
     /// When the refresh token runs out (ms since the epoch).
     pub const SIGN_IN_EXPIRES_MS: &str = "daemon_sign_in_expires_ms";
     /// `1` while the operator paused launching.
@@ -35,6 +39,9 @@ pub struct Daemon {
     pub watch: broadcast::Sender<WatchMessage>,
     demand: Mutex<HashMap<i64, Demand>>,
     failures: Mutex<VecDeque<Failure>>,
+    /// The last pass that reached GitHub (ms since the epoch), ahead of the journal, which is
+    /// written at most once a minute and at shutdown (each write is an fsync).
+    last_contact: Mutex<Option<i64>>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,7 +68,18 @@ impl Daemon {
             watch,
             demand: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),
+            last_contact: Mutex::new(None),
         }
+    }
+
+    /// A pass reached GitHub at `at_ms`.
+    pub fn note_contact(&self, at_ms: i64) {
+        *locked(&self.last_contact) = Some(at_ms);
+    }
+
+    /// The last contact seen by this process, if any (the journal holds older ones).
+    pub fn last_contact(&self) -> Option<i64> {
+        *locked(&self.last_contact)
     }
 
     pub fn set_demand(&self, policy: i64, demand: Demand) {

@@ -1,12 +1,13 @@
 //! `GET /v1/status` (and every watch snapshot): built from the journal (host, policies,
-//! attempts, last GitHub contact), the GitHub client (auth state, budget) and what the event
-//! pump learnt (demand, recent failures). Nothing secret is read here.
+//! attempts, last GitHub contact, login), the GitHub client (auth state, budget, endpoints, the
+//! job each runner took) and what the event pump learnt (demand, recent failures). Nothing
+//! secret is read here.
 
 use super::state::{meta, Daemon};
 use rm_core::{Attempt, Host, Policy, PolicyId, ProfileName, RoutingPrefix};
 use rm_proto::{
-    ApiError, AuthState, Budget, HostStatus, RunnerStatus, Status, TargetKind, TargetStatus,
-    UnixMillis,
+    ApiError, AuthState, Budget, GitHubEndpoints, HostStatus, JobRef, RunnerStatus, Status,
+    TargetKind, TargetStatus, UnixMillis,
 };
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -65,7 +66,11 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
     }
 }
 
-fn runner_status(attempt: &Attempt, target_of: &BTreeMap<PolicyId, String>) -> RunnerStatus {
+fn runner_status(
+    daemon: &Daemon,
+    attempt: &Attempt,
+    target_of: &BTreeMap<PolicyId, String>,
+) -> RunnerStatus {
     RunnerStatus {
         attempt_id: attempt.id().to_string(),
         runner_name: attempt.runner_name().to_string(),
@@ -74,11 +79,32 @@ fn runner_status(attempt: &Attempt, target_of: &BTreeMap<PolicyId, String>) -> R
             .cloned()
             .unwrap_or_default(),
         state: via(attempt.state().as_str(), rm_proto::RunnerState::Unknown),
-        // Unknown by design: the agent never sees jobs, and the only job data the daemon
-        // holds is the queued-jobs list (jobs without a runner yet). Learning a runner's job
-        // would take an extra charged request per pass, which GITHUB.md's budget forbids.
-        job: None,
+        job: job_of(daemon, attempt.runner_name()),
         since: UnixMillis(attempt.state_changed_at().as_millis()),
+    }
+}
+
+/// The job a runner took, as the demand polls saw it: GitHub's jobs listing names the runner
+/// of each assigned job, and demand reads those listings anyway, so this costs no request.
+/// `None` until a poll has seen the runner take a job.
+pub fn job_of(daemon: &Daemon, runner_name: &str) -> Option<JobRef> {
+    daemon.client.job_of_runner(runner_name).map(|j| JobRef {
+        id: Some(j.job_id),
+        name: j.name,
+        run_id: Some(j.run_id),
+        repository: Some(j.repository),
+        workflow_name: j.workflow_name,
+        html_url: j.html_url,
+    })
+}
+
+/// Where the service's GitHub is, so `auth login` and the tray sign in against the same one.
+pub fn github_endpoints(daemon: &Daemon) -> GitHubEndpoints {
+    let config = daemon.client.config();
+    GitHubEndpoints {
+        web_base: config.endpoints.web().to_string(),
+        api_base: config.endpoints.api().to_string(),
+        client_id: config.client_id.clone(),
     }
 }
 
@@ -175,14 +201,16 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         runners: read
             .attempts
             .iter()
-            .map(|a| runner_status(a, &target_of))
+            .map(|a| runner_status(daemon, a, &target_of))
             .collect(),
         targets,
-        last_github_contact: read
-            .last_contact
-            .and_then(|v| v.parse().ok())
+        // This process's contact is newer than the journal's copy (written once a minute).
+        last_github_contact: daemon
+            .last_contact()
+            .or_else(|| read.last_contact.and_then(|v| v.parse().ok()))
             .map(UnixMillis),
         budget: budget(daemon, distinct.len()),
         recent_failures: daemon.failures(),
+        github: Some(github_endpoints(daemon)),
     })
 }

@@ -29,6 +29,10 @@ pub enum ClientError {
     /// The two sides speak incompatible API versions; the message says which to update.
     #[error(transparent)]
     VersionMismatch(#[from] VersionMismatch),
+    /// The process serving the pipe (Windows) is not the runner-manager service (it runs
+    /// neither as LocalSystem nor as this user): nothing was sent to it.
+    #[error("refusing to talk to {}: {detail}", socket.display())]
+    UntrustedServer { socket: PathBuf, detail: String },
     /// The answer did not follow the protocol.
     #[error("unexpected answer from the service on {}: {detail}", socket.display())]
     Protocol { socket: PathBuf, detail: String },

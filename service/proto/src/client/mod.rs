@@ -1,4 +1,5 @@
-//! The client side, for the CLI and the tray: typed methods per endpoint over the Unix socket.
+//! The client side, for the CLI and the tray: typed methods per endpoint over the Unix socket
+//! (or, on Windows, the named pipe: pass its name, [`crate::pipe::pipe_name`], as the path).
 //!
 //! Each call opens its own connection (cheap on a local socket, and nothing to reconnect);
 //! [`Client::connect`] first checks that both sides speak a compatible API version.
@@ -8,6 +9,7 @@ mod transport;
 mod watch;
 
 pub use error::ClientError;
+pub use transport::PIPE_BUSY_WAIT;
 pub use watch::WatchStream;
 
 use crate::error::{ErrorBody, ErrorCode};

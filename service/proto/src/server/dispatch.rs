@@ -43,7 +43,7 @@ pub(super) async fn respond<H: Handler>(
         Ok(response) => response,
         Err(error) => {
             tracing::info!(
-                uid = peer.uid,
+                %peer,
                 method,
                 path,
                 code = %error.code,

@@ -1,14 +1,67 @@
-//! The service side: accepts connections on the Unix socket, authorises each request by the
-//! peer's uid, enforces the limits, and calls the [`Handler`] only for requests that passed
-//! every check (so a refused or malformed request changes nothing).
+//! The service side: accepts connections on the Unix socket (or, on Windows, the named pipe),
+//! authorises each request by the peer's OS identity, enforces the limits, and calls the
+//! [`Handler`] only for requests that passed every check (so a refused or malformed request
+//! changes nothing).
 
 mod access;
+mod bind_error;
 mod dispatch;
+#[cfg(windows)]
+mod pipe_listener;
+#[cfg(unix)]
 mod socket;
 mod watch;
 
-pub use access::{AccessPolicy, Peer};
-pub use socket::{bind_socket, BindError};
+pub use access::{AccessPolicy, Peer, PeerIdentity};
+pub use bind_error::BindError;
+#[cfg(windows)]
+pub use pipe_listener::{bind_pipe, PipeListener};
+#[cfg(unix)]
+pub use socket::bind_socket;
+
+/// What the service listens on: a Unix socket ([`bind_socket`]).
+#[cfg(unix)]
+pub type Listener = tokio::net::UnixListener;
+/// What the service listens on: the named pipe ([`bind_pipe`]).
+#[cfg(windows)]
+pub type Listener = PipeListener;
+#[cfg(unix)]
+type Stream = tokio::net::UnixStream;
+#[cfg(windows)]
+type Stream = tokio::net::windows::named_pipe::NamedPipeServer;
+
+#[cfg(unix)]
+async fn accept(listener: &mut Listener) -> std::io::Result<Stream> {
+    listener.accept().await.map(|(stream, _)| stream)
+}
+
+#[cfg(windows)]
+async fn accept(listener: &mut Listener) -> std::io::Result<Stream> {
+    listener.accept().await
+}
+
+/// The caller's identity as the kernel reports it (`SO_PEERCRED` on Linux, `getpeereid` on
+/// macOS).
+#[cfg(unix)]
+fn peer_of(stream: &Stream) -> std::io::Result<Peer> {
+    let cred = stream.peer_cred()?;
+    Ok(Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid(),
+    })
+}
+
+/// The caller's identity from its process token (pid from `GetNamedPipeClientProcessId`).
+#[cfg(windows)]
+fn peer_of(stream: &Stream) -> std::io::Result<Peer> {
+    let (pid, sid, is_admin) = crate::win32::pipe_client_identity(stream)?;
+    Ok(Peer {
+        sid,
+        is_admin,
+        pid: Some(pid),
+    })
+}
 
 use crate::error::ApiError;
 use crate::paths::TargetRef;
@@ -23,7 +76,6 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, Notify, Semaphore};
 
 /// What a watch starts from: the current status and a receiver of everything published after
@@ -133,7 +185,7 @@ impl Default for ServerLimits {
 }
 
 /// Serves the API on `listener` until the process ends, with default limits.
-pub async fn serve<H: Handler>(listener: UnixListener, handler: H, policy: AccessPolicy) {
+pub async fn serve<H: Handler>(listener: Listener, handler: H, policy: AccessPolicy) {
     serve_until(
         listener,
         handler,
@@ -147,7 +199,7 @@ pub async fn serve<H: Handler>(listener: UnixListener, handler: H, policy: Acces
 /// Serves the API on `listener` until `shutdown` completes; then stops accepting and closes the
 /// open connections (watch streams included).
 pub async fn serve_until<H: Handler>(
-    listener: UnixListener,
+    mut listener: Listener,
     handler: H,
     policy: AccessPolicy,
     limits: ServerLimits,
@@ -165,8 +217,8 @@ pub async fn serve_until<H: Handler>(
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match Arc::clone(&slots).try_acquire_owned() {
+            accepted = accept(&mut listener) => match accepted {
+                Ok(stream) => match Arc::clone(&slots).try_acquire_owned() {
                     Ok(slot) => {
                         let (shared, stop) = (Arc::clone(&shared), stop_rx.clone());
                         tokio::spawn(async move {
@@ -191,16 +243,12 @@ pub async fn serve_until<H: Handler>(
 }
 
 async fn connection<H: Handler>(
-    stream: UnixStream,
+    stream: Stream,
     shared: Arc<dispatch::Shared<H>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let peer = match stream.peer_cred() {
-        Ok(cred) => Peer {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            pid: cred.pid(),
-        },
+    let peer = match peer_of(&stream) {
+        Ok(peer) => peer,
         Err(error) => {
             tracing::warn!(%error, "cannot read the peer's identity; closing the connection");
             return;
@@ -226,11 +274,11 @@ async fn connection<H: Handler>(
     tokio::select! {
         result = conn => {
             if let Err(error) = result {
-                tracing::debug!(%error, uid = peer.uid, "local API connection ended with an error");
+                tracing::debug!(%error, %peer, "local API connection ended with an error");
             }
         }
         () = kill.notified() => {
-            tracing::info!(uid = peer.uid, pid = ?peer.pid, "disconnected a watch reader that fell behind");
+            tracing::info!(%peer, pid = ?peer.pid, "disconnected a watch reader that fell behind");
         }
         _ = stop.wait_for(|stopped| *stopped) => {}
     }

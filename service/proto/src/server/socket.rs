@@ -1,34 +1,10 @@
 //! Binding the service's socket safely.
 
+use super::BindError;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use thiserror::Error;
+use std::path::Path;
 use tokio::net::UnixListener;
-
-/// Why the socket could not be bound.
-#[derive(Debug, Error)]
-pub enum BindError {
-    #[error(
-        "another runner-manager service is already answering on {path}: stop it first \
-         (`runner-manager service stop`) or use another socket path"
-    )]
-    InUse { path: PathBuf },
-    #[error(
-        "{path} exists and is not a socket: refusing to remove it; move it away or choose \
-         another socket path"
-    )]
-    NotASocket { path: PathBuf },
-    #[error("bind_socket must be called inside a tokio runtime")]
-    NoRuntime,
-    #[error("{action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
 
 /// Binds the API socket at `path` and sets its mode to exactly `mode`.
 ///

@@ -108,6 +108,9 @@ pub fn sample_status() -> Status {
             job: Some(JobRef {
                 id: Some(42),
                 name: Some("build".into()),
+                run_id: Some(7),
+                repository: Some("octo/app".into()),
+                ..JobRef::default()
             }),
             since: UnixMillis(1_700_000_001_000),
         }],
@@ -128,6 +131,11 @@ pub fn sample_status() -> Status {
             reason: FailureReason::ProcessStartFailed,
             fix: "check the runner package".into(),
         }],
+        github: Some(GitHubEndpoints {
+            web_base: "https://github.com".into(),
+            api_base: "https://api.github.com".into(),
+            client_id: "Iv1.sample".into(),
+        }),
     }
 }
 

@@ -3,9 +3,10 @@
 //! which may be a token.
 
 use chrono::{DateTime, Utc};
-use rm_github::Credential;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
+
+use crate::StoredCredential;
 
 /// Format version written into every stored credential.
 const FORMAT_VERSION: u32 = 1;
@@ -21,7 +22,7 @@ struct Stored {
 }
 
 /// The credential as JSON text, wrapped so it redacts itself if ever printed.
-pub(crate) fn encode(credential: &Credential) -> Result<SecretString, String> {
+pub(crate) fn encode(credential: &StoredCredential) -> Result<SecretString, String> {
     let stored = Stored {
         version: FORMAT_VERSION,
         access_token: credential.access_token.expose_secret().to_owned(),
@@ -38,7 +39,7 @@ pub(crate) fn encode(credential: &Credential) -> Result<SecretString, String> {
 }
 
 /// Parse stored text. The error describes what is wrong without quoting the text.
-pub(crate) fn decode(text: &str) -> Result<Credential, String> {
+pub(crate) fn decode(text: &str) -> Result<StoredCredential, String> {
     let stored: Stored = serde_json::from_str(text).map_err(|e| {
         format!(
             "it is not a valid stored credential ({} at line {} column {})",
@@ -61,7 +62,7 @@ pub(crate) fn decode(text: &str) -> Result<Credential, String> {
     if stored.access_token.is_empty() {
         return Err("its access token is empty".to_owned());
     }
-    Ok(Credential {
+    Ok(StoredCredential {
         access_token: SecretString::from(stored.access_token),
         expires_at: stored.expires_at,
         refresh_token: stored.refresh_token.map(SecretString::from),
@@ -73,8 +74,8 @@ pub(crate) fn decode(text: &str) -> Result<Credential, String> {
 mod tests {
     use super::*;
 
-    pub(crate) fn sample() -> Credential {
-        Credential {
+    fn sample() -> StoredCredential {
+        StoredCredential {
             access_token: "ghu_SECRETaccess".into(),
             expires_at: Some("2030-01-02T03:04:05Z".parse().unwrap()),
             refresh_token: Some("ghr_SECRETrefresh".into()),
@@ -111,5 +112,10 @@ mod tests {
         )
         .unwrap_err()
         .contains("format version 2"));
+        assert!(decode(
+            r#"{"version":1,"access_token":"","expires_at":null,"refresh_token":null,"refresh_expires_at":null}"#
+        )
+        .unwrap_err()
+        .contains("empty"));
     }
 }

@@ -5,11 +5,10 @@
 use std::fs;
 use std::path::Path;
 
-use rm_daemon::store::{FileStore, KeyringStore, ServiceStore};
-use rm_github::{Credential, CredentialStore};
+use rm_credstore::{FileStore, KeyringStore, SecretStore, StoreError, StoredCredential};
 
-fn cred(n: u32) -> Credential {
-    Credential {
+fn cred(n: u32) -> StoredCredential {
+    StoredCredential {
         access_token: format!("ghu_SECRETaccess{n}").into(),
         expires_at: Some("2030-01-01T00:00:00Z".parse().unwrap()),
         refresh_token: Some(format!("ghr_SECRETrefresh{n}").into()),
@@ -74,13 +73,17 @@ fn corrupt_file_is_a_clear_error_naming_the_file_and_the_fix() {
     // Truncate it mid-token, as a torn write by something else would.
     let text = fs::read_to_string(&path).unwrap();
     fs::write(&path, &text[..text.len() / 2]).unwrap();
-    let err = store.load().unwrap_err().to_string();
+    let err = store.load().unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert!(err.contains("runner-manager auth login"), "{err}");
     assert!(!err.contains("SECRET"), "{err}");
 
     fs::write(&path, [0xff, 0xfe, 0x00]).unwrap();
-    let err = store.load().unwrap_err().to_string();
+    let err = store.load().unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    let err = err.to_string();
     assert!(
         err.contains("corrupt") && err.contains("runner-manager auth login"),
         "{err}"
@@ -96,7 +99,9 @@ fn a_file_readable_by_others_is_refused() {
     let store = FileStore::new(&path);
     store.save(&cred(1)).unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
-    let err = store.load().unwrap_err().to_string();
+    let err = store.load().unwrap_err();
+    assert!(matches!(err, StoreError::Exposed(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("0644") && err.contains("auth login"), "{err}");
     assert!(!err.contains("SECRET"), "{err}");
 }

@@ -1,4 +1,5 @@
-//! The Linux machine store: one root-only (0600) JSON file in the data directory.
+//! The file machine store (Linux and other Unixes): one root-only (0600) JSON file in the
+//! service's data directory.
 //!
 //! Written atomically so that a crash or a full disk never leaves a half-written credential
 //! (a renewed pair is stored before it is used, and GitHub rotates the refresh token on
@@ -10,14 +11,10 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use rm_github::{Credential, CredentialStore, StoreError};
 use secrecy::ExposeSecret;
 
-use super::{codec, ServiceStore};
-
-/// The fix named by every "cannot use the stored credential" error.
-pub const SIGN_IN_FIX: &str =
-    "sign in again with `runner-manager auth login` (it replaces the file)";
+use crate::error::SIGN_IN_FIX;
+use crate::{codec, SecretStore, StoreError, StoredCredential};
 
 /// A credential kept in one file. See the module documentation for the write protocol.
 #[derive(Debug, Clone)]
@@ -34,23 +31,23 @@ impl FileStore {
         &self.path
     }
 
-    fn dir(&self) -> Result<&Path, StoreError> {
+    fn dir(&self) -> &Path {
         match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => Ok(d),
-            _ => Ok(Path::new(".")),
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
         }
     }
 
     /// The write protocol with a hook run just before the rename (tests inject failures there).
     fn write_with(
         &self,
-        credential: &Credential,
+        credential: &StoredCredential,
         before_rename: impl FnOnce(&File) -> io::Result<()>,
     ) -> Result<(), StoreError> {
-        let text = codec::encode(credential).map_err(StoreError)?;
-        let dir = self.dir()?;
+        let text = codec::encode(credential).map_err(StoreError::Io)?;
+        let dir = self.dir();
         let fail = |what: &str, e: io::Error| {
-            StoreError(format!(
+            StoreError::Io(format!(
                 "cannot write credential file {}: {what}: {e}; nothing was changed: check that \
                  the data directory exists, is writable by the service and its disk is not full",
                 self.path.display()
@@ -85,19 +82,19 @@ fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-impl CredentialStore for FileStore {
-    fn load(&self) -> Result<Option<Credential>, StoreError> {
+impl SecretStore for FileStore {
+    fn load(&self) -> Result<Option<StoredCredential>, StoreError> {
         let text = match fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                return Err(StoreError(format!(
+                return Err(StoreError::Corrupt(format!(
                     "credential file {} is corrupt (not UTF-8): {SIGN_IN_FIX}",
                     self.path.display()
                 )))
             }
             Err(e) => {
-                return Err(StoreError(format!(
+                return Err(StoreError::Io(format!(
                     "cannot read credential file {}: {e}; check that the service runs as root",
                     self.path.display()
                 )))
@@ -105,29 +102,27 @@ impl CredentialStore for FileStore {
         };
         check_private(&self.path)?;
         codec::decode(&text).map(Some).map_err(|why| {
-            StoreError(format!(
+            StoreError::Corrupt(format!(
                 "credential file {} is corrupt: {why}: {SIGN_IN_FIX}",
                 self.path.display()
             ))
         })
     }
 
-    fn save(&self, credential: &Credential) -> Result<(), StoreError> {
+    fn save(&self, credential: &StoredCredential) -> Result<(), StoreError> {
         self.write_with(credential, |_| Ok(()))
     }
-}
 
-impl ServiceStore for FileStore {
     fn delete(&self) -> Result<(), StoreError> {
         match fs::remove_file(&self.path) {
-            Ok(()) => sync_dir(self.dir()?).map_err(|e| {
-                StoreError(format!(
+            Ok(()) => sync_dir(self.dir()).map_err(|e| {
+                StoreError::Io(format!(
                     "removed credential file {} but could not sync its directory: {e}",
                     self.path.display()
                 ))
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError(format!(
+            Err(e) => Err(StoreError::Io(format!(
                 "cannot remove credential file {}: {e}; remove it by hand",
                 self.path.display()
             ))),
@@ -146,7 +141,7 @@ fn check_private(path: &Path) -> Result<(), StoreError> {
     use std::os::unix::fs::PermissionsExt;
     let mode = fs::metadata(path)
         .map_err(|e| {
-            StoreError(format!(
+            StoreError::Io(format!(
                 "cannot inspect credential file {}: {e}",
                 path.display()
             ))
@@ -155,7 +150,7 @@ fn check_private(path: &Path) -> Result<(), StoreError> {
         .mode()
         & 0o777;
     if mode & 0o077 != 0 {
-        return Err(StoreError(format!(
+        return Err(StoreError::Exposed(format!(
             "credential file {} is readable by other users (mode {mode:04o}): its tokens may have \
              leaked; run `runner-manager auth logout`, revoke the app's tokens on GitHub, then \
              `runner-manager auth login`",
@@ -167,6 +162,8 @@ fn check_private(path: &Path) -> Result<(), StoreError> {
 
 #[cfg(not(unix))]
 fn check_private(_path: &Path) -> Result<(), StoreError> {
+    // Windows uses Credential Manager as its machine store; a file here is only ever an
+    // explicit choice (`--credential-store file`) and inherits the data directory's ACL.
     Ok(())
 }
 
@@ -174,8 +171,8 @@ fn check_private(_path: &Path) -> Result<(), StoreError> {
 mod tests {
     use super::*;
 
-    fn cred(n: u32) -> Credential {
-        Credential {
+    fn cred(n: u32) -> StoredCredential {
+        StoredCredential {
             access_token: format!("ghu_SECRET{n}").into(),
             expires_at: None,
             refresh_token: Some(format!("ghr_SECRET{n}").into()),
@@ -200,6 +197,7 @@ mod tests {
         let err = store
             .write_with(&cred(2), |_| Err(io::Error::other("disk on fire")))
             .unwrap_err();
+        assert!(matches!(err, StoreError::Io(_)), "{err:?}");
         assert!(err.to_string().contains("nothing was changed"), "{err}");
         assert!(!err.to_string().contains("SECRET"), "{err}");
         assert!(store.load().unwrap().unwrap().same_tokens(&cred(1)));

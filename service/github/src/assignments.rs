@@ -1,0 +1,154 @@
+//! Which job each runner took, learnt for free from the jobs listings demand already reads.
+//!
+//! GitHub's job objects carry `runner_name` once a runner is assigned. Demand lists the jobs
+//! of every queued or in-progress run that may still hold a queued job, and lists them again
+//! when the run changes (a job being taken changes it), so a job our runner took shows up with
+//! its runner's name without a single extra request. What is seen is kept here by runner name
+//! (sticky: a settled run is not listed again) until the service forgets the runner after
+//! cleaning it; the map is bounded so runners of other machines in an organization cannot
+//! grow it without limit.
+
+use crate::client::GitHubClient;
+use crate::models::JobItem;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Most runner → job entries kept; the oldest go first.
+const CAPACITY: usize = 1024;
+
+/// The job a runner took, as the jobs listing showed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerJob {
+    pub job_id: u64,
+    pub run_id: u64,
+    /// The job's name (`build`, a matrix leg…).
+    pub name: Option<String>,
+    /// `owner/repo` the run belongs to.
+    pub repository: String,
+    pub workflow_name: Option<String>,
+    /// The job's page on GitHub.
+    pub html_url: Option<String>,
+    /// `in_progress` or `completed` (as last seen).
+    pub status: String,
+}
+
+#[derive(Default)]
+pub(crate) struct RunnerJobs {
+    /// runner name → (insertion order, job)
+    map: Mutex<HashMap<String, (u64, RunnerJob)>>,
+    next: AtomicU64,
+    /// Bumped whenever an entry is added or changes.
+    version: AtomicU64,
+}
+
+impl RunnerJobs {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, (u64, RunnerJob)>> {
+        match self.map.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn note(&self, runner: &str, job: RunnerJob) {
+        let mut map = self.lock();
+        if map.get(runner).is_some_and(|(_, old)| *old == job) {
+            return;
+        }
+        let order = self.next.fetch_add(1, Ordering::Relaxed);
+        map.insert(runner.to_string(), (order, job));
+        while map.len() > CAPACITY {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (o, _))| *o)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => {
+                    map.remove(&k);
+                }
+                None => break,
+            }
+        }
+        self.version.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl GitHubClient {
+    /// Records the runner of every assigned job in one run's listing (`repo` is `owner/repo`).
+    pub(crate) fn note_assignments(&self, repo: &str, jobs: &[JobItem]) {
+        for j in jobs {
+            let Some(runner) = j.runner_name.as_deref().filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            if j.status != "in_progress" && j.status != "completed" {
+                continue;
+            }
+            self.inner.runner_jobs.note(
+                runner,
+                RunnerJob {
+                    job_id: j.id,
+                    run_id: j.run_id,
+                    name: j.name.clone(),
+                    repository: repo.to_string(),
+                    workflow_name: j.workflow_name.clone(),
+                    html_url: j.html_url.clone(),
+                    status: j.status.clone(),
+                },
+            );
+        }
+    }
+
+    /// The job `runner_name` was last seen running (or having run), if a demand poll saw it.
+    pub fn job_of_runner(&self, runner_name: &str) -> Option<RunnerJob> {
+        self.inner
+            .runner_jobs
+            .lock()
+            .get(runner_name)
+            .map(|(_, j)| j.clone())
+    }
+
+    /// Forgets a runner that is gone (cleaned up).
+    pub fn forget_runner_job(&self, runner_name: &str) {
+        self.inner.runner_jobs.lock().remove(runner_name);
+    }
+
+    /// Changes whenever a runner's job is learnt or changes: a cheap "is there news" check.
+    pub fn runner_jobs_version(&self) -> u64 {
+        self.inner.runner_jobs.version.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64) -> RunnerJob {
+        RunnerJob {
+            job_id: id,
+            run_id: 1,
+            name: Some("build".into()),
+            repository: "o/r".into(),
+            workflow_name: None,
+            html_url: None,
+            status: "in_progress".into(),
+        }
+    }
+
+    #[test]
+    fn the_oldest_entries_go_first_and_unchanged_notes_are_not_news() {
+        let jobs = RunnerJobs::default();
+        for i in 0..(CAPACITY as u64 + 5) {
+            jobs.note(&format!("rm-{i}"), job(i));
+        }
+        let map = jobs.lock();
+        assert_eq!(map.len(), CAPACITY);
+        assert!(!map.contains_key("rm-0") && !map.contains_key("rm-4"));
+        assert!(map.contains_key("rm-5"));
+        drop(map);
+        let v = jobs.version.load(Ordering::Relaxed);
+        jobs.note("rm-7", job(7));
+        assert_eq!(jobs.version.load(Ordering::Relaxed), v, "same job: no news");
+        jobs.note("rm-7", job(70));
+        assert_eq!(jobs.version.load(Ordering::Relaxed), v + 1);
+    }
+}
