@@ -42,7 +42,8 @@ pub struct RunArgs {
     /// A fixed poll interval in ms instead of GitHub's budget planner (tests).
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(50..))]
     pub poll_ms: Option<u64>,
-    /// How often ended runners and target changes are looked for, in ms.
+    /// How often ended runners are looked for (while runners are live) and a pending removal
+    /// is settled, in ms.
     #[arg(long, hide = true, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..))]
     pub tick_ms: u64,
     /// Renew the access token this many seconds before it expires (tests).

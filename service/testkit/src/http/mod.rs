@@ -75,22 +75,18 @@ async fn dispatch(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         body,
     };
     let path = req.path.clone();
+    let uas = || {
+        req.headers
+            .get_all("user-agent")
+            .iter()
+            .map(|v| v.to_str().unwrap_or("<not text>"))
+    };
     if path.starts_with("/login/") || !path.starts_with("/_") {
         // What GitHub's API and OAuth hosts would see (not the control API, the fake runner's
         // broker protocol or the package download host).
-        let uas = req
-            .headers
-            .get_all("user-agent")
-            .iter()
-            .map(|v| v.to_str().unwrap_or("<not text>"));
-        shared.world().counters.record_user_agents(uas);
+        shared.world().counters.record_user_agents(uas());
     } else if path.starts_with("/_downloads/") {
-        let uas = req
-            .headers
-            .get_all("user-agent")
-            .iter()
-            .map(|v| v.to_str().unwrap_or("<not text>"));
-        shared.world().counters.record_download_user_agents(uas);
+        shared.world().counters.record_download_user_agents(uas());
     }
     if path == "/_fake" || path.starts_with("/_fake/") {
         control::handle(&shared, &req)
