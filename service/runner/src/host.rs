@@ -33,7 +33,7 @@ pub struct RunnerHostConfig {
 
 impl RunnerHostConfig {
     /// Defaults: [`RunAs::default_for_service`], 2 concurrent prepares, auto clone/copy on
-    /// [`crate::materialize::default_threads`] threads (twice the cores, 2–8).
+    /// [`crate::materialize::default_threads`] threads (one per core, 2–8).
     pub fn new(cache_dir: impl Into<PathBuf>, runner_root: impl Into<PathBuf>) -> Self {
         Self {
             cache_dir: cache_dir.into(),

@@ -236,3 +236,97 @@ fn a_busy_tree_is_a_retryable_failure_reported_once() {
     assert!(!rt.exists());
     assert!(src.exists());
 }
+
+/// A package with a directory bigger than one unit of work (64 files), odd modes and nested
+/// directories: every file arrives once with its bytes, modes are the package's plus owner
+/// write (set-id bits dropped), directories keep owner rwx, and with an owner everything —
+/// links included — belongs to it.
+#[test]
+fn big_directories_modes_and_owner_survive_the_parallel_copy() {
+    let work = tempfile::tempdir().unwrap();
+    let pkg = work.path().join("pkg");
+    fs::create_dir_all(pkg.join("bin/a/b")).unwrap();
+    for i in 0..150 {
+        let size = if i % 7 == 0 { 40_000 + i } else { i * 3 };
+        fs::write(
+            pkg.join(format!("bin/f{i:03}")),
+            vec![(i % 251) as u8; size],
+        )
+        .unwrap();
+    }
+    fs::write(pkg.join("bin/a/b/deep"), b"deep").unwrap();
+    fs::set_permissions(pkg.join("bin/f001"), fs::Permissions::from_mode(0o4755)).unwrap();
+    fs::set_permissions(pkg.join("bin/f002"), fs::Permissions::from_mode(0o400)).unwrap();
+    fs::set_permissions(pkg.join("bin/f007"), fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink("f003", pkg.join("bin/link")).unwrap();
+    fs::set_permissions(pkg.join("bin/a"), fs::Permissions::from_mode(0o555)).unwrap();
+
+    let root = nix::unistd::geteuid().is_root();
+    // Root can give the runtime away; anyone else can only "give" it to themselves.
+    let owner = if root {
+        rm_runner::Ownership {
+            uid: 4_242_001,
+            gid: 4_242_002,
+        }
+    } else {
+        rm_runner::Ownership {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        }
+    };
+    for (name, method) in [
+        ("auto", CopyMethod::Auto),
+        ("serial", CopyMethod::SerialCopy),
+    ] {
+        let rt = work.path().join(name);
+        fs::create_dir(&rt).unwrap();
+        let opts = MaterializeOptions {
+            method,
+            threads: 3,
+            owner: Some(owner),
+        };
+        let report = materialize(&pkg, &rt, &opts).unwrap();
+        assert_eq!((report.files, report.dirs, report.links), (151, 3, 1));
+        assert_eq!(assert_identical(&pkg, &rt), 151);
+        let mode = |rel: &str| {
+            fs::symlink_metadata(rt.join(rel))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        assert_eq!(mode("bin/f001"), 0o755, "set-uid dropped");
+        assert_eq!(mode("bin/f002"), 0o600, "owner write added");
+        assert_eq!(mode("bin/f007"), 0o700);
+        assert_eq!(mode("bin/f004"), 0o644);
+        assert_eq!(mode("bin/a"), 0o755, "directories keep owner rwx");
+        assert_eq!(
+            fs::read_link(rt.join("bin/link")).unwrap(),
+            Path::new("f003")
+        );
+        use std::os::unix::fs::MetadataExt;
+        for rel in walk(&rt) {
+            let meta = fs::symlink_metadata(rt.join(&rel)).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (owner.uid, owner.gid), "{rel:?}");
+        }
+    }
+    fs::set_permissions(pkg.join("bin/a"), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn special_files_are_refused_by_name_before_anything_is_copied() {
+    let work = tempfile::tempdir().unwrap();
+    let pkg = work.path().join("pkg");
+    fs::create_dir_all(pkg.join("bin")).unwrap();
+    fs::write(pkg.join("bin/tool"), b"x").unwrap();
+    nix::unistd::mkfifo(&pkg.join("bin/pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let rt = work.path().join("rt");
+    fs::create_dir(&rt).unwrap();
+    let err = materialize(&pkg, &rt, &MaterializeOptions::default()).unwrap_err();
+    match &err {
+        MaterializeError::SpecialFile { path } => assert_eq!(path, &pkg.join("bin/pipe")),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err.to_string().contains("bin/pipe"), "{err}");
+    assert_eq!(fs::read_dir(&rt).unwrap().count(), 0);
+}

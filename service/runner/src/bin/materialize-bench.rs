@@ -3,6 +3,7 @@
 //! single-threaded copy, each into fresh runtimes N times. Prints median and p90.
 //!
 //! Usage: materialize-bench [--runs N] [--threads T] [--dir PATH] [--files N] [--mb N]
+//!        [--only clone|parallel|serial]
 
 use anyhow::{bail, Context, Result};
 use rm_runner::{materialize, scrub, CopyMethod, MaterializeOptions};
@@ -18,6 +19,8 @@ struct Args {
     dir: PathBuf,
     files: usize,
     bytes: u64,
+    /// Measure one method only (quicker when comparing builds).
+    only: Option<CopyMethod>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -27,6 +30,7 @@ fn parse_args() -> Result<Args> {
         dir: std::env::temp_dir().join("rm-materialize-bench"),
         files: 9_000,
         bytes: 200 * 1024 * 1024,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -37,7 +41,17 @@ fn parse_args() -> Result<Args> {
             "--dir" => args.dir = PathBuf::from(value),
             "--files" => args.files = value.parse().context("--files")?,
             "--mb" => args.bytes = value.parse::<u64>().context("--mb")? * 1024 * 1024,
-            other => bail!("unknown flag {other}; use --runs, --threads, --dir, --files, --mb"),
+            "--only" => {
+                args.only = Some(match value.as_str() {
+                    "clone" => CopyMethod::Clone,
+                    "parallel" => CopyMethod::ParallelCopy,
+                    "serial" => CopyMethod::SerialCopy,
+                    other => bail!("--only {other}: use clone, parallel or serial"),
+                })
+            }
+            other => {
+                bail!("unknown flag {other}; use --runs, --threads, --dir, --files, --mb, --only")
+            }
         }
     }
     if args.runs == 0 || args.files == 0 {
@@ -129,7 +143,7 @@ fn main() -> Result<()> {
     // after every run so one run's writeback does not slow the next.
     for round in 0..=args.runs {
         for (m, (_, method)) in methods.iter().enumerate() {
-            if unsupported[m].is_some() {
+            if unsupported[m].is_some() || args.only.is_some_and(|o| o != *method) {
                 continue;
             }
             let opts = MaterializeOptions {
@@ -154,6 +168,9 @@ fn main() -> Result<()> {
     }
     let mut medians = Vec::new();
     for (m, (label, method)) in methods.iter().enumerate() {
+        if args.only.is_some_and(|o| o != *method) {
+            continue;
+        }
         if let Some(why) = &unsupported[m] {
             println!("{label:>20}: not supported here ({why})");
             continue;
