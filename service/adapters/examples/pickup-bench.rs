@@ -6,6 +6,12 @@
 //! (the loop's poll interval dominates the spawn figure: on average half of it is waiting).
 //! `--planner` polls at the budget planner's interval for one target (`BudgetPoll`), as the
 //! service does.
+//!
+//! It also prints what the whole service charged against GitHub's primary rate limit per job
+//! served (the fake's counters, from the lifecycle's start to the last job's cleanup).
+//! `--job-ms MS` sets each job's duration (default 50); `--inventory-refresh-ms MS` overrides
+//! the agent's `inventory_refresh` (0: list the runner inventory on every pass with a live
+//! runner, the rule before that setting existed).
 
 use rm_adapters::{
     spawn_target_loops, BudgetPoll, GitHubAdapter, GitHubPackageSource, HostAdapter,
@@ -65,6 +71,8 @@ async fn main() -> anyhow::Result<()> {
     let jobs = arg("--jobs", 50)?;
     let poll_ms = arg("--poll-ms", 1000)?;
     let use_planner = std::env::args().any(|a| a == "--planner");
+    let job_ms = arg("--job-ms", 50)?;
+    let inventory_refresh_ms = arg("--inventory-refresh-ms", u64::MAX)?;
     let gh = FakeGitHub::start(FakeConfig {
         poll_hold: Duration::from_millis(500),
         session_timeout: Duration::from_secs(3),
@@ -129,6 +137,11 @@ async fn main() -> anyhow::Result<()> {
     let planner_poll = use_planner.then(|| BudgetPoll::new(client.clone(), 1));
     let mut config = LifecycleConfig::new(poll);
     config.exit_poll = Duration::from_millis(200);
+    if inventory_refresh_ms != u64::MAX {
+        config.agent.inventory_refresh = Duration::from_millis(inventory_refresh_ms);
+    }
+    // Only what the service charges from here on (not the cache warm-up above).
+    gh.reset_counters();
     let lifecycle = spawn_target_loops(
         JournalAdapter::new(journal),
         GitHubAdapter::new(client),
@@ -152,7 +165,7 @@ async fn main() -> anyhow::Result<()> {
         let run = gh.queue_run(
             "octo/bench",
             vec![JobSpec::new(&format!("job-{i}"), &[label.as_str()])
-                .duration(Duration::from_millis(50))],
+                .duration(Duration::from_millis(job_ms))],
         )?;
         let job_id = gh
             .runs()
@@ -185,7 +198,7 @@ async fn main() -> anyhow::Result<()> {
         to_spawn.extend(spawned);
         to_taken.extend(taken);
         // Wait for the job to finish and its runner to be cleaned before the next one.
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(30) + Duration::from_millis(job_ms);
         loop {
             let done = gh
                 .job(job_id)
@@ -229,5 +242,21 @@ async fn main() -> anyhow::Result<()> {
     report("queued -> runner spawned", to_spawn);
     report("queued -> job in_progress", to_taken);
     report("launch (reserve -> starting)", launch_total);
+    let counters = gh.counters();
+    println!(
+        "charged requests per job served: {:.2} ({} charged of {} requests, {} jobs of {job_ms} ms)",
+        counters.total.charged as f64 / jobs.max(1) as f64,
+        counters.total.charged,
+        counters.total.requests,
+        jobs
+    );
+    for (name, c) in counters.endpoints.iter().filter(|(_, c)| c.charged > 0) {
+        println!(
+            "  {name}: {:.2} per job ({} charged, {} requests)",
+            c.charged as f64 / jobs.max(1) as f64,
+            c.charged,
+            c.requests
+        );
+    }
     Ok(())
 }

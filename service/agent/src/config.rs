@@ -57,6 +57,11 @@ pub struct AgentConfig {
     pub drain_deadline: Option<Duration>,
     /// How often a draining loop looks again (an exit notification is faster).
     pub drain_poll: Duration,
+    /// How stale GitHub's runner inventory may get while every live runner is alive and within
+    /// its timeouts (no decision then needs GitHub's view; the listing only advances the
+    /// journalled `starting → idle ⇄ busy` bookkeeping). Capped at a quarter of the shorter
+    /// timeout, so the idle timeout starts at most that late. Zero: list on every pass.
+    pub inventory_refresh: Duration,
     /// The host's OS and architecture: GitHub gives its runners the default labels
     /// `self-hosted`, OS and arch, which demand matching must count (a job asking for
     /// `[self-hosted, <routing label>]` is ours). Set from the host row where one is known.
@@ -78,9 +83,19 @@ impl Default for AgentConfig {
             slow_launch: Duration::from_secs(60),
             drain_deadline: Some(Duration::from_secs(60)),
             drain_poll: Duration::from_secs(5),
+            inventory_refresh: Duration::from_secs(30),
             os: this_os(),
             arch: this_arch(),
         }
+    }
+}
+
+impl AgentConfig {
+    /// The inventory refresh in force: [`AgentConfig::inventory_refresh`], at most a quarter of
+    /// the shorter of the registration and idle timeouts.
+    pub fn effective_inventory_refresh(&self) -> Duration {
+        let shorter = self.timeouts.registration.min(self.timeouts.idle);
+        self.inventory_refresh.min(shorter / 4)
     }
 }
 

@@ -1,6 +1,12 @@
-//! Supervision: every pass, each uncleaned attempt of this target's known policies is observed
-//! (process, GitHub's inventory, the runner's diagnostics) and `rm_core::decide` says what to
-//! do. Startup recovery is the same code with `startup = true`.
+//! Supervision: on every pass, each uncleaned attempt of this target's known policies is
+//! observed (process, GitHub's inventory, the runner's diagnostics) and `rm_core::decide` says
+//! what to do (live runners within their timeouts may wait, see below). Startup recovery is the
+//! same code with `startup = true`.
+//!
+//! GitHub's inventory is listed only on passes that need it (`github_look_due`): a runner that
+//! is alive and within its timeouts decides nothing destructive, so it is left undecided until
+//! its journalled view is older than `AgentConfig::inventory_refresh`. Each listing that changed
+//! since the last one is a charged request, and a JIT runner's entry changes up to four times.
 //!
 //! GitHub's view: a runner counts as registered for the decision only while GitHub shows it
 //! `online` (or busy); a JIT runner is listed `offline` from `generate-jitconfig` on, before its
@@ -19,6 +25,7 @@ use rm_core::{
     ProcessIdentity,
 };
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// GitHub's runner inventory by name; `None` when it could not be read this pass.
 type Inventory = Option<HashMap<String, RunnerView>>;
@@ -81,14 +88,21 @@ where
         let needs_github = mine
             .iter()
             .any(|a| !a.is_terminal() || a.process().is_some());
-        let (mut inventory, reached) = if !needs_github {
+        // Even then, a pass whose every attempt is alive and within its timeouts decides
+        // nothing that needs GitHub (no conclusion, no termination): the inventory is only
+        // read again once it is stale (see `AgentConfig::inventory_refresh`).
+        let look = needs_github && (startup || self.github_look_due(&mine).await);
+        let (mut inventory, reached) = if !look {
             (Some(HashMap::new()), false)
         } else {
             match self.ports.github.runners(&self.target).await {
-                Ok(list) => (
-                    Some(list.into_iter().map(|v| (v.name.clone(), v)).collect()),
-                    true,
-                ),
+                Ok(list) => {
+                    *locked(&self.inventory_read_at) = Some(self.now());
+                    (
+                        Some(list.into_iter().map(|v| (v.name.clone(), v)).collect()),
+                        true,
+                    )
+                }
                 Err(e) => {
                     tracing::warn!(gh_target = %self.target, error = %e, "runner inventory unreadable; nothing destructive this pass");
                     self.note_github_refusal(&own, &e).await;
@@ -97,9 +111,64 @@ where
             }
         };
         for attempt in mine {
+            // Without a look, only attempts whose decision cannot depend on GitHub are
+            // supervised: concluded ones whose process is gone (they are cleaned).
+            if !look && !attempt.is_terminal() {
+                continue;
+            }
             self.supervise_one(attempt, &mut inventory, startup).await;
         }
         reached
+    }
+
+    /// Whether this pass must read GitHub's runner inventory: some attempt's decision needs
+    /// GitHub's view now (not yet started, process dead, a terminate intent, a registration or
+    /// idle timeout due, or a concluded attempt whose process still runs), or a live runner's
+    /// view is stale: neither read nor changed state for [`AgentConfig::inventory_refresh`].
+    /// Processes are inspected here, before the inventory is read; `observe` inspects them
+    /// again.
+    ///
+    /// [`AgentConfig::inventory_refresh`]: crate::AgentConfig::inventory_refresh
+    async fn github_look_due(&self, attempts: &[Attempt]) -> bool {
+        let now = self.now();
+        let refresh = self.config.effective_inventory_refresh();
+        let read_at = *locked(&self.inventory_read_at);
+        for a in attempts {
+            if a.is_terminal() && a.process().is_none() {
+                continue;
+            }
+            if !a.is_terminal() {
+                if !a.state().has_process() || a.terminate_intent().is_some() {
+                    return true; // allocated / jit_received (R6–R9), or R11 / R23
+                }
+                let timeout = match a.state() {
+                    AttemptState::Starting => self.config.timeouts.registration,
+                    AttemptState::Idle => self.config.timeouts.idle,
+                    _ => Duration::MAX,
+                };
+                if a.time_in_state(now) >= timeout {
+                    return true; // R12–R15 with a timeout due
+                }
+                let seen = read_at.map_or(a.state_changed_at(), |r| r.max(a.state_changed_at()));
+                // A clock that stepped back counts as stale.
+                if seen > now || now.has_elapsed(seen, refresh) {
+                    return true;
+                }
+            }
+            let Some(process) = a.process() else {
+                return true;
+            };
+            // Not inspectable: `observe` skips the attempt this pass, a look would not help.
+            let Ok(alive) = self.ports.host.inspect(process).await else {
+                continue;
+            };
+            // A live process of a concluded attempt is only stopped while GitHub answers; a
+            // dead one of a live attempt is concluded on GitHub's view.
+            if alive == a.is_terminal() {
+                return true;
+            }
+        }
+        false
     }
 
     async fn supervise_one(&self, mut attempt: Attempt, inventory: &mut Inventory, startup: bool) {

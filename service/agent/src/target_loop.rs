@@ -73,6 +73,8 @@ pub struct TargetLoop<J, G, H, C> {
     /// its policy set changes, an idle pass can skip that read; it is re-read at least every
     /// [`QUIET_REREAD`] all the same, and always at startup.
     pub(crate) quiet_since: Mutex<Option<(Timestamp, Vec<PolicyId>)>>,
+    /// When supervision last read GitHub's runner inventory successfully.
+    pub(crate) inventory_read_at: Mutex<Option<Timestamp>>,
     /// One pass at a time per loop: a pass must never supervise an attempt another pass of the
     /// same loop is launching.
     pub(crate) pass_lock: tokio::sync::Mutex<()>,
@@ -114,6 +116,7 @@ where
             retiring: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
             quiet_since: Mutex::new(None),
+            inventory_read_at: Mutex::new(None),
             pass_lock: tokio::sync::Mutex::new(()),
         }
     }

@@ -104,6 +104,45 @@ async fn a_running_job_shows_on_its_runner_in_status_and_on_the_watch_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_seen_taking_a_job_shows_busy_before_the_inventory_says_so() {
+    let w = World::start().await;
+    // The service's own timeouts (300 s): a live runner within them is looked up in GitHub's
+    // runner inventory only every 30 s, so the journal still says `starting` while the job
+    // runs; the demand polls have seen GitHub give it the job.
+    let mut d = w.spawn_daemon(&[
+        "--registration-timeout-secs",
+        "300",
+        "--idle-timeout-secs",
+        "300",
+    ]);
+    let (client, label) = serving_repo(&w, &mut d, 1).await;
+    let job_id = w.queue(&label, 1, Duration::from_secs(8))[0];
+    let s = status_until(
+        &client,
+        Duration::from_secs(20),
+        "the runner shows its job",
+        |s| {
+            s.runners
+                .iter()
+                .any(|r| r.job.as_ref().and_then(|j| j.id) == Some(job_id))
+        },
+    )
+    .await;
+    assert_eq!(
+        w.job_status(job_id),
+        Some(rm_testkit::JobStatus::InProgress),
+        "checked while running"
+    );
+    assert_eq!(s.runners[0].state, rm_proto::RunnerState::Busy, "{s:?}");
+    eventually(Duration::from_secs(30), "the job completed", || {
+        w.completed_by_us(job_id)
+    })
+    .await;
+    let st = d.terminate(Duration::from_secs(20));
+    assert!(st.success(), "{st:?}\n{}", d.log_text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_learns_who_signed_in_and_names_its_github() {
     let w = World::start().await;
     let mut d = w.spawn_daemon(&[]);

@@ -255,6 +255,8 @@ pub struct GState {
     pub deletes: Vec<u64>,
     pub jit_calls: u32,
     pub queued_calls: u32,
+    /// Runner inventory listings asked for (the charged-request economy).
+    pub inventory_calls: u32,
     /// Runners that finish and leave GitHub right after the next inventory read (the race
     /// between reading the inventory and inspecting the process).
     pub vanish_after_inventory: Vec<String>,
@@ -308,6 +310,10 @@ impl FakeGitHub {
 
     pub fn deletes(&self) -> Vec<u64> {
         self.state.lock().unwrap().deletes.clone()
+    }
+
+    pub fn inventory_calls(&self) -> u32 {
+        self.state.lock().unwrap().inventory_calls
     }
 
     pub fn jit_calls(&self) -> u32 {
@@ -393,6 +399,7 @@ impl GitHubPort for FakeGitHub {
 
     async fn runners(&self, _target: &Target) -> Result<Vec<RunnerView>, GhError> {
         let mut st = self.state.lock().unwrap();
+        st.inventory_calls += 1;
         if let Some(e) = &st.inventory_error {
             return Err(e.clone());
         }
@@ -657,8 +664,15 @@ impl Harness {
         h
     }
 
+    /// A loop that reads GitHub's runner inventory on every pass that supervises a runner, so
+    /// each decision row sees a fresh view (the inventory economy is tested with
+    /// [`Harness::make_loop_with`] and the default refresh).
     pub fn make_loop(&self, target: Target) -> Loop {
-        self.make_loop_with(target, rm_agent::AgentConfig::default())
+        let config = rm_agent::AgentConfig {
+            inventory_refresh: Duration::ZERO,
+            ..rm_agent::AgentConfig::default()
+        };
+        self.make_loop_with(target, config)
     }
 
     pub fn make_loop_with(&self, target: Target, config: rm_agent::AgentConfig) -> Loop {

@@ -71,6 +71,22 @@ fn runner_status(
     attempt: &Attempt,
     target_of: &BTreeMap<PolicyId, String>,
 ) -> RunnerStatus {
+    let mut state = via(attempt.state().as_str(), rm_proto::RunnerState::Unknown);
+    // The journal learns `busy` from the runner inventory, which a live runner within its
+    // timeouts is listed at most every `inventory_refresh`; the demand polls (every pass) may
+    // already have seen GitHub give it a job. Show that: it is GitHub's word too.
+    let running_job = daemon
+        .client
+        .job_of_runner(attempt.runner_name())
+        .is_some_and(|j| j.status == "in_progress");
+    if running_job
+        && matches!(
+            state,
+            rm_proto::RunnerState::Starting | rm_proto::RunnerState::Idle
+        )
+    {
+        state = rm_proto::RunnerState::Busy;
+    }
     RunnerStatus {
         attempt_id: attempt.id().to_string(),
         runner_name: attempt.runner_name().to_string(),
@@ -78,7 +94,7 @@ fn runner_status(
             .get(&attempt.policy_id())
             .cloned()
             .unwrap_or_default(),
-        state: via(attempt.state().as_str(), rm_proto::RunnerState::Unknown),
+        state,
         job: job_of(daemon, attempt.runner_name()),
         since: UnixMillis(attempt.state_changed_at().as_millis()),
     }

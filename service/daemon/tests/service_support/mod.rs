@@ -102,14 +102,10 @@ impl World {
                 &self.gh.origin(),
             ])
             .args(["--client-id", &self.gh.client_id()])
-            .args(["--stop-grace-ms", "2000"])
-            .args([
-                "--registration-timeout-secs",
-                "10",
-                "--idle-timeout-secs",
-                "10",
-            ]);
+            .args(["--stop-grace-ms", "2000"]);
         for (flag, value) in [
+            ("--registration-timeout-secs", "10"),
+            ("--idle-timeout-secs", "10"),
             ("--poll-ms", "250"),
             ("--tick-ms", "200"),
             ("--drain-deadline", "20"),

@@ -1,0 +1,116 @@
+//! The runner inventory's economy: GitHub's list is read only when a decision needs it or the
+//! journalled view of a live runner is stale (`AgentConfig::inventory_refresh`).
+
+use crate::support::*;
+use rm_agent::{AgentConfig, RunnerStatus};
+use rm_core::{AttemptState, Outcome};
+use std::time::Duration;
+
+fn only_attempt(h: &Harness) -> rm_core::Attempt {
+    let all = h.journal.attempts();
+    assert_eq!(all.len(), 1, "{all:?}");
+    all[0].clone()
+}
+
+/// A loop with the service's default inventory refresh (30 s; timeouts 300 s).
+fn default_loop(h: &Harness) -> Loop {
+    h.make_loop_with(target(), AgentConfig::default())
+}
+
+#[tokio::test]
+async fn a_live_runner_within_its_timeouts_is_not_listed_until_its_view_is_stale() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = default_loop(&h);
+    lp.pass().await;
+    let a = only_attempt(&h);
+    assert_eq!(a.state(), AttemptState::Starting);
+    h.github
+        .list(a.runner_name(), 100, true, RunnerStatus::Online);
+    let before = h.github.inventory_calls();
+    for _ in 0..29 {
+        h.clock.advance(Duration::from_secs(1));
+        lp.pass().await;
+    }
+    assert_eq!(
+        h.github.inventory_calls(),
+        before,
+        "no listing while the runner is alive and within its timeouts"
+    );
+    assert_eq!(only_attempt(&h).state(), AttemptState::Starting);
+    // 30 s after it started: the journalled view is refreshed.
+    h.clock.advance(Duration::from_secs(1));
+    lp.pass().await;
+    assert_eq!(h.github.inventory_calls(), before + 1);
+    assert_eq!(only_attempt(&h).state(), AttemptState::Busy);
+    // And not again for another 30 s.
+    h.clock.advance(Duration::from_secs(10));
+    lp.pass().await;
+    assert_eq!(h.github.inventory_calls(), before + 1);
+}
+
+#[tokio::test]
+async fn a_short_job_costs_one_inventory_listing() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = default_loop(&h);
+    lp.pass().await;
+    let a = only_attempt(&h);
+    let before = h.github.inventory_calls();
+    h.clock.advance(Duration::from_secs(2));
+    lp.pass().await;
+    // The job ran and the ephemeral runner left GitHub; its process exited.
+    h.github.set_jobs(0);
+    h.github.unlist(a.runner_name());
+    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.kill(a.process().unwrap());
+    h.clock.advance(Duration::from_secs(2));
+    lp.pass().await;
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
+    assert!(stored.is_cleaned());
+    assert_eq!(
+        h.github.inventory_calls() - before,
+        1,
+        "one listing, on the pass that saw the process dead"
+    );
+    assert!(h.github.deletes().is_empty());
+}
+
+#[tokio::test]
+async fn a_due_registration_timeout_reads_github_before_terminating() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let config = AgentConfig {
+        // Even with no periodic refresh at all, a due timeout looks first.
+        inventory_refresh: Duration::from_secs(3600),
+        ..AgentConfig::default()
+    };
+    let timeouts = config.timeouts;
+    let lp = h.make_loop_with(target(), config);
+    lp.pass().await;
+    let a = only_attempt(&h);
+    // The runner took its job without being seen registered: GitHub shows it busy.
+    h.github
+        .list(a.runner_name(), 100, true, RunnerStatus::Online);
+    h.clock.advance(timeouts.registration);
+    let before = h.github.inventory_calls();
+    lp.pass().await;
+    assert_eq!(h.github.inventory_calls(), before + 1);
+    assert_eq!(only_attempt(&h).state(), AttemptState::Busy);
+    assert!(h.host.stops().is_empty(), "a busy runner is never stopped");
+}
+
+#[tokio::test]
+async fn the_refresh_is_capped_by_the_timeouts() {
+    let mut config = AgentConfig::default();
+    assert_eq!(
+        config.effective_inventory_refresh(),
+        Duration::from_secs(30)
+    );
+    config.timeouts.idle = Duration::from_secs(10);
+    assert_eq!(
+        config.effective_inventory_refresh(),
+        Duration::from_millis(2500)
+    );
+}
