@@ -268,11 +268,11 @@ async fn no_runner_host_and_no_github_request_until_the_first_target_appears() {
         "one runner host for all targets"
     );
 
+    // Both loops drain with nothing left. (Whether a drain hit its 5 s deadline is not asserted:
+    // with no runner it only says how long a pass in flight took on a loaded machine.)
     let reports = stop(running).await;
     assert_eq!(reports.len(), 2, "{reports:?}");
-    assert!(reports
-        .iter()
-        .all(|(_, r)| r.remaining == 0 && !r.timed_out));
+    assert!(reports.iter().all(|(_, r)| r.remaining == 0), "{reports:?}");
 }
 
 /// The journal, recording what the loops do: the first read of `slow`'s attempts (its startup
