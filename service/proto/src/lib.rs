@@ -17,6 +17,7 @@ pub mod pipe;
 pub mod requests;
 pub mod secret;
 pub mod sid;
+pub mod signin;
 pub mod status;
 pub mod time;
 pub mod version;
@@ -35,9 +36,11 @@ pub use pipe::pipe_name;
 pub use requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate};
 pub use secret::SecretString;
 pub use sid::{Sid, SidError};
+pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
-    Arch, AuthState, Budget, Demand, Failure, FailureReason, GitHubEndpoints, HostStatus, JobRef,
-    Os, RunnerState, RunnerStatus, Status, TargetKind, TargetState, TargetStatus,
+    Arch, AuthState, Budget, CheckState, Demand, Failure, FailureReason, GitHubEndpoints,
+    GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef, Os, ProblemCode, RunnerState,
+    RunnerStatus, Status, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
 pub use version::{

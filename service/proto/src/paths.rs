@@ -22,6 +22,8 @@ pub const TARGET_PREFIX: &str = "/v1/targets/";
 pub const HOST_CAPACITY: &str = "/v1/host/capacity";
 pub const PAUSE: &str = "/v1/pause";
 pub const RESUME: &str = "/v1/resume";
+/// The service's device-flow sign-in (see [`crate::signin`]).
+pub const SIGN_IN: &str = "/v1/sign-in";
 
 /// One target as named in a path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,6 +125,9 @@ pub enum Route {
     SetHostCapacity,
     Pause,
     Resume,
+    StartSignIn,
+    SignInStatus,
+    CancelSignIn,
 }
 
 impl Route {
@@ -139,6 +144,7 @@ impl Route {
             TARGETS => &["GET", "POST"],
             HOST_CAPACITY => &["PUT"],
             PAUSE | RESUME => &["POST"],
+            SIGN_IN => &["GET", "POST", "DELETE"],
             _ => match path.strip_prefix(TARGET_PREFIX) {
                 Some(tail) => {
                     let target = TargetRef::from_path_tail(tail)
@@ -163,6 +169,9 @@ impl Route {
             (HOST_CAPACITY, "PUT") => Route::SetHostCapacity,
             (PAUSE, "POST") => Route::Pause,
             (RESUME, "POST") => Route::Resume,
+            (SIGN_IN, "POST") => Route::StartSignIn,
+            (SIGN_IN, "GET") => Route::SignInStatus,
+            (SIGN_IN, "DELETE") => Route::CancelSignIn,
             _ => return Err(method_not_allowed(method, path, allowed)),
         };
         Ok(route)
@@ -186,6 +195,7 @@ impl Route {
                 | Route::SetHostCapacity
                 | Route::Pause
                 | Route::Resume
+                | Route::StartSignIn
         )
     }
 }
@@ -256,6 +266,14 @@ mod tests {
     #[test]
     fn routes_resolve_and_refuse() {
         assert_eq!(Route::resolve("GET", STATUS).unwrap(), Route::Status);
+        assert_eq!(Route::resolve("POST", SIGN_IN).unwrap(), Route::StartSignIn);
+        assert_eq!(Route::resolve("GET", SIGN_IN).unwrap(), Route::SignInStatus);
+        assert_eq!(
+            Route::resolve("DELETE", SIGN_IN).unwrap(),
+            Route::CancelSignIn
+        );
+        // Sign-in shows a user code another local user could enter first: operators only.
+        assert!(!Route::SignInStatus.is_read_only());
         assert_eq!(
             Route::resolve("DELETE", "/v1/targets/org/acme").unwrap(),
             Route::RemoveTarget(TargetRef::parse("acme").unwrap())

@@ -24,6 +24,77 @@ pub struct Status {
     /// `null` from an older service (assume github.com).
     #[serde(default)]
     pub github: Option<GitHubEndpoints>,
+    /// Whether GitHub answers this host, host-wide (an outage backs off every target
+    /// together); `ok` from an older service.
+    #[serde(default)]
+    pub github_health: GitHubHealth,
+    /// The host-fitness checks the service ran last (at start, and before a launch after a
+    /// failure). A failed `required` check makes the host unfit: nothing is launched and no
+    /// runner is registered until it passes. Empty before the first run.
+    #[serde(default)]
+    pub host_checks: Vec<HostCheck>,
+}
+
+/// GitHub's reachability as this host sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GitHubHealth {
+    pub state: GitHubHealthState,
+    /// Since when GitHub has not answered (or has rate-limited this host).
+    #[serde(default)]
+    pub since: Option<UnixMillis>,
+    /// When the next request to GitHub may go out.
+    #[serde(default)]
+    pub next_try: Option<UnixMillis>,
+    /// The last failure, in words.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Failed tries in a row.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GitHubHealthState {
+    /// The last request got an answer (or none was needed yet).
+    #[default]
+    Ok,
+    /// No answer (network) or 5xx answers: every target backs off together.
+    Unreachable,
+    /// GitHub's primary or secondary rate limit: nothing is sent until `next_try`.
+    RateLimited,
+    #[serde(other)]
+    Unknown,
+}
+
+/// One host-fitness check (`runner-manager host doctor`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCheck {
+    /// Stable id, e.g. `runner_root_reachable`.
+    pub id: String,
+    /// What is checked, for people.
+    pub title: String,
+    pub state: CheckState,
+    /// A failed required check stops launches; the others are advice.
+    pub required: bool,
+    /// What was found (the directory and its mode, the free space…).
+    pub detail: String,
+    /// What to do when it did not pass.
+    #[serde(default)]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckState {
+    Pass,
+    /// Works, but worth a look (advisory).
+    Warn,
+    Fail,
+    /// Not checked (e.g. GitHub not asked because no credential is held).
+    Skipped,
+    #[serde(other)]
+    Unknown,
 }
 
 /// Where the service's GitHub is and which App it signs in as (nothing secret: an App's
@@ -49,6 +120,9 @@ pub struct HostStatus {
     pub capacity: u32,
     /// The label a workflow's `runs-on` names to reach this host (default profile).
     pub routing_label: String,
+    /// How `capacity` was chosen and how to change it, for people.
+    #[serde(default)]
+    pub capacity_note: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -143,6 +217,45 @@ pub struct TargetStatus {
     pub revision: u64,
     pub demand: Demand,
     pub active_runners: u32,
+    /// Why this target is not serving jobs as it should, and the fix; `null` when it is fine.
+    #[serde(default)]
+    pub problem: Option<TargetProblem>,
+}
+
+/// Something keeping a target from serving jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetProblem {
+    pub code: ProblemCode,
+    /// What is wrong, in words.
+    pub message: String,
+    /// What the user can do.
+    pub fix: String,
+    pub since: UnixMillis,
+    /// Launch failures in a row (0 when the problem is not about launches).
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// When the next launch may be tried (back-off); `null` when nothing is tried until the
+    /// user acts.
+    #[serde(default)]
+    pub next_try: Option<UnixMillis>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemCode {
+    /// Launches failed recently; the next is delayed by back-off.
+    LaunchBackoff,
+    /// Launches kept failing: nothing starts until the cause is fixed and the target is
+    /// retried (`repair_required`).
+    LaunchFailing,
+    /// A required host check failed (`host_checks`): nothing starts on this host.
+    HostUnfit,
+    /// GitHub refused the target (403/404: App not installed, not an admin, no such target).
+    GitHubRefused,
+    /// The credential stopped working.
+    SignInRequired,
+    #[serde(other)]
+    Unknown,
 }
 
 /// Queued jobs that ask for this host.
@@ -204,7 +317,7 @@ pub struct RunnerStatus {
 }
 
 /// The GitHub REST budget and how it is being spent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Budget {
     pub limit: u32,
     pub remaining: u32,
@@ -216,6 +329,17 @@ pub struct Budget {
     pub errors_last_hour: u32,
     /// The current poll interval, stretched when the budget runs low.
     pub poll_interval_secs: u32,
+    /// What each target is planned to cost per hour at the current interval (charged
+    /// requests), so a user can see what the product spends of their rate limit.
+    #[serde(default)]
+    pub planned_per_hour: Vec<TargetSpend>,
+}
+
+/// A target's planned hourly spend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetSpend {
+    pub target: String,
+    pub planned_per_hour: u32,
 }
 
 /// Why an attempt failed (the domain's failure reasons).

@@ -82,6 +82,10 @@ pub enum Event {
     AuthChanged { at: UnixMillis, auth: AuthState },
     /// The credential stopped working: the tray should offer to sign in.
     SignInRequired { at: UnixMillis, reason: String },
+    /// A device-flow sign-in run by the service changed state (see [`crate::signin`]).
+    SignInProgress {
+        session: crate::signin::SignInSession,
+    },
     /// A new service version is ready to install.
     UpdateReady {
         at: UnixMillis,

@@ -40,6 +40,7 @@ pub fn host_status(host: &Host) -> HostStatus {
         routing_label: host
             .routing_label(&RoutingPrefix::default(), &ProfileName::default())
             .to_string(),
+        capacity_note: None,
     }
 }
 
@@ -63,6 +64,7 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
         revision: policy.revision(),
         demand: daemon.demand(policy.id().get()),
         active_runners: active,
+        problem: None,
     }
 }
 
@@ -157,6 +159,7 @@ fn budget(daemon: &Daemon, targets: usize) -> Option<Budget> {
         not_modified_last_hour: u32::try_from(snapshot.totals.free).unwrap_or(u32::MAX),
         errors_last_hour: u32::try_from(snapshot.totals.errors).unwrap_or(u32::MAX),
         poll_interval_secs: u32::try_from(interval).unwrap_or(u32::MAX),
+        planned_per_hour: Vec::new(),
     })
 }
 
@@ -228,5 +231,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         budget: budget(daemon, distinct.len()),
         recent_failures: daemon.failures(),
         github: Some(github_endpoints(daemon)),
+        github_health: rm_proto::GitHubHealth::default(),
+        host_checks: Vec::new(),
     })
 }

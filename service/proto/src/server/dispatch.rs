@@ -137,6 +137,16 @@ async fn handle<H: Handler>(
             parse_no_body(&body)?;
             json(StatusCode::OK, &h.resume(peer).await?)
         }
+        Route::StartSignIn => {
+            let start: crate::signin::SignInStart = if body.iter().all(u8::is_ascii_whitespace) {
+                crate::signin::SignInStart::default()
+            } else {
+                parse_body(&body)?
+            };
+            json(StatusCode::OK, &h.start_sign_in(peer, start).await?)
+        }
+        Route::SignInStatus => json(StatusCode::OK, &h.sign_in_status(peer).await?),
+        Route::CancelSignIn => json(StatusCode::OK, &h.cancel_sign_in(peer).await?),
     }
 }
 

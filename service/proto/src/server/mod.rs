@@ -66,6 +66,7 @@ fn peer_of(stream: &Stream) -> std::io::Result<Peer> {
 use crate::error::ApiError;
 use crate::paths::TargetRef;
 use crate::requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetUpdate};
+use crate::signin::{SignInSession, SignInStart};
 use crate::status::{HostStatus, Status, TargetStatus};
 use crate::version::VersionInfo;
 use crate::watch::WatchMessage;
@@ -153,6 +154,41 @@ pub trait Handler: Send + Sync + 'static {
 
     /// `POST /v1/resume`.
     fn resume(&self, peer: Peer) -> impl Future<Output = Result<PauseState, ApiError>> + Send;
+
+    /// `POST /v1/sign-in`: start (or join) the service's device-flow sign-in.
+    fn start_sign_in(
+        &self,
+        peer: Peer,
+        request: SignInStart,
+    ) -> impl Future<Output = Result<SignInSession, ApiError>> + Send {
+        let _ = (peer, request);
+        async { Err(sign_in_unsupported()) }
+    }
+
+    /// `GET /v1/sign-in`: the current (or last) session; `404 not_found` when there is none.
+    fn sign_in_status(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<SignInSession, ApiError>> + Send {
+        let _ = peer;
+        async { Err(sign_in_unsupported()) }
+    }
+
+    /// `DELETE /v1/sign-in`: cancel the waiting session (answers the cancelled session).
+    fn cancel_sign_in(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<SignInSession, ApiError>> + Send {
+        let _ = peer;
+        async { Err(sign_in_unsupported()) }
+    }
+}
+
+/// What a service without the sign-in endpoints answers.
+fn sign_in_unsupported() -> ApiError {
+    ApiError::not_found(
+        "this service does not run sign-in itself: update runner-manager (the service)",
+    )
 }
 
 /// Bounds that protect the service from its clients.

@@ -77,6 +77,7 @@ pub fn sample_target(name: &str, revision: u64) -> TargetStatus {
             unresolvable: 1,
         },
         active_runners: 1,
+        problem: None,
     }
 }
 
@@ -88,6 +89,7 @@ pub fn sample_host(capacity: u32) -> HostStatus {
         arch: Arch::X64,
         capacity,
         routing_label: "rm-devbox-linux-x64-default".into(),
+        capacity_note: None,
     }
 }
 
@@ -123,6 +125,7 @@ pub fn sample_status() -> Status {
             not_modified_last_hour: 90,
             errors_last_hour: 0,
             poll_interval_secs: 15,
+            planned_per_hour: Vec::new(),
         }),
         recent_failures: vec![Failure {
             at: UnixMillis(1_700_000_000_500),
@@ -136,6 +139,8 @@ pub fn sample_status() -> Status {
             api_base: "https://api.github.com".into(),
             client_id: "Iv1.sample".into(),
         }),
+        github_health: Default::default(),
+        host_checks: Vec::new(),
     }
 }
 
