@@ -1,5 +1,7 @@
-//! The authenticated REST client: current token, one renewal on 401,
-//! transient retries for idempotent calls, conditional GETs and pagination.
+//! The authenticated REST client: current token, one renewal on 401, conditional GETs and
+//! pagination. A 5xx or a request without an answer is not retried here: it closes the
+//! host-wide outage gate (`outage`), and the caller's next pass, after the gate's next try,
+//! is the retry.
 
 use crate::auth::{AuthState, Session};
 use crate::budget::{BudgetMeter, BudgetSnapshot, Planner};
@@ -9,7 +11,7 @@ use crate::error::GitHubError;
 use crate::etag::EtagCache;
 use crate::models::Paged;
 use crate::oauth::json_error_kind;
-use crate::transport::{next_link, pause, Body, Request, Transport};
+use crate::transport::{next_link, Body, Request, Transport};
 use http::{HeaderMap, Method};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -73,7 +75,8 @@ impl GitHubClient {
     pub fn new(config: ClientConfig, store: Arc<dyn CredentialStore>) -> Result<Self, GitHubError> {
         let session = Session::new(store, config.client_id.clone(), config.renew_margin)?;
         let etags = EtagCache::new(config.etag_capacity);
-        let transport = Transport::new(Arc::new(config), Arc::new(BudgetMeter::default()))?;
+        let transport =
+            Transport::with_outage_gate(Arc::new(config), Arc::new(BudgetMeter::default()))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 transport,
@@ -150,21 +153,21 @@ impl GitHubClient {
             .record_demand_at(chrono::Utc::now());
     }
 
-    /// Records a finished demand poll in the budget meter.
-    pub(crate) fn record_poll(&self, cost: Cost) {
+    /// Records a finished demand poll of `target` in the budget meter.
+    pub(crate) fn record_poll(&self, target: &rm_core::Target, cost: Cost) {
         self.inner
             .transport
             .meter
-            .record_poll(cost.charged, cost.requests);
+            .record_poll(&target.to_string(), cost.charged, cost.requests);
     }
 
     pub(crate) fn api_url(&self, path: &str) -> String {
         self.config().endpoints.api_url(path)
     }
 
-    /// Sends a REST request: renews the token once on 401, retries transient
-    /// failures of idempotent methods with backoff, and (when `conditional`)
-    /// sends `If-None-Match` and turns a 304 into the remembered answer.
+    /// Sends a REST request: renews the token once on 401 and (when `conditional`) sends
+    /// `If-None-Match` and turns a 304 into the remembered answer. Transient failures are
+    /// returned at once (see the module doc).
     pub(crate) async fn call(
         &self,
         method: Method,
@@ -174,9 +177,7 @@ impl GitHubClient {
         conditional: bool,
     ) -> Result<Answer, GitHubError> {
         let inner = &*self.inner;
-        let idempotent = method != Method::POST && method != Method::PATCH;
         let body_text = body.map(serde_json::Value::to_string);
-        let mut attempt = 0u32;
         let mut renewed = false;
         let mut cost = Cost::default();
         let mut access = inner.session.access(&inner.transport).await?;
@@ -193,7 +194,7 @@ impl GitHubClient {
             }
             let sent = inner.transport.send(req).await;
             cost.requests += 1;
-            let failure = match sent {
+            return match sent {
                 Ok(r) if r.status == 401 => {
                     if renewed {
                         return Err(inner.session.refused_after_renewal());
@@ -215,14 +216,15 @@ impl GitHubClient {
                             etag: None,
                         });
                     }
-                    GitHubError::transient(
+                    Err(GitHubError::transient(
                         format!("{endpoint}: 304 for a request that was not conditional"),
                         Some(304),
-                    )
+                    ))
                 }
-                Ok(r) if r.status >= 500 => {
-                    GitHubError::transient(format!("{endpoint}: HTTP {}", r.status), Some(r.status))
-                }
+                Ok(r) if r.status >= 500 => Err(GitHubError::transient(
+                    format!("{endpoint}: HTTP {}", r.status),
+                    Some(r.status),
+                )),
                 Ok(r) => {
                     if (200..300).contains(&r.status) {
                         cost.charged += 1;
@@ -235,27 +237,16 @@ impl GitHubClient {
                     } else {
                         None
                     };
-                    return Ok(Answer {
+                    Ok(Answer {
                         status: r.status,
                         headers: r.headers,
                         body: Arc::from(r.body),
                         cost,
                         etag,
-                    });
+                    })
                 }
-                Err(e) => e,
+                Err(e) => Err(e),
             };
-            if idempotent
-                && matches!(failure, GitHubError::Transient { .. })
-                && attempt < self.config().transient_retries
-            {
-                let delay = self.config().backoff.delay(attempt);
-                tracing::debug!(endpoint, attempt, delay_ms = delay.as_millis() as u64, error = %failure, "retrying GitHub request");
-                attempt += 1;
-                pause(delay).await;
-                continue;
-            }
-            return Err(failure);
         }
     }
 

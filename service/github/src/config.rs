@@ -25,10 +25,9 @@ pub struct ClientConfig {
     /// Whole-request deadline (connect, headers and body): a stalled server
     /// becomes a transient error.
     pub request_timeout: Duration,
-    /// Immediate retries (with backoff) of idempotent requests that failed
-    /// transiently; each retry is a real, counted request.
-    pub transient_retries: u32,
-    /// Backoff between those retries.
+    /// The host-wide outage gate's schedule: after a 5xx or a request without an answer,
+    /// no request goes out for a jittered delay that doubles per failed try (default 1 s
+    /// doubling to 3 min, [`crate::OUTAGE_BACKOFF`]).
     pub backoff: Backoff,
     /// Requests in flight at once (GitHub's secondary limit starts at 100).
     pub max_concurrent: usize,
@@ -56,8 +55,7 @@ impl ClientConfig {
             client_id: DEFAULT_CLIENT_ID.to_string(),
             user_agent: default_user_agent(),
             request_timeout: Duration::from_secs(30),
-            transient_retries: 2,
-            backoff: Backoff::default(),
+            backoff: crate::outage::OUTAGE_BACKOFF,
             max_concurrent: 8,
             renew_margin: Duration::from_secs(300),
             max_run_pages: 3,

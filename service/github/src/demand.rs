@@ -84,10 +84,13 @@ impl GitHubClient {
             }
             Target::Organization { org } => self.organization_demand(org.as_str()).await?,
         };
-        self.record_poll(Cost {
-            requests: result.requests,
-            charged: result.charged,
-        });
+        self.record_poll(
+            target,
+            Cost {
+                requests: result.requests,
+                charged: result.charged,
+            },
+        );
         if !result.jobs.is_empty() {
             self.record_demand_seen();
         }

@@ -218,7 +218,15 @@ impl FakeGitHub {
 
     /// Zeroes the request counters.
     pub fn reset_counters(&self) {
-        self.shared.world().counters = Counters::default();
+        let mut w = self.shared.world();
+        w.counters = Counters::default();
+        w.request_log.clear();
+    }
+
+    /// Every request counted since the start (or the last `reset_counters`), oldest first:
+    /// when each came and how it was answered.
+    pub fn request_log(&self) -> Vec<crate::types::LoggedRequest> {
+        self.shared.world().request_log.iter().cloned().collect()
     }
 
     /// Sets the primary rate limit per user (`x-ratelimit-limit`).

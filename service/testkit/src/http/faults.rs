@@ -57,7 +57,7 @@ pub(crate) async fn apply(
         return Outcome::Continue;
     };
     tracing::debug!(endpoint, ?fault, "injecting fault");
-    let record = |status: u16| shared.world().counters.record(endpoint, status, false);
+    let record = |status: u16| shared.world().record_request(endpoint, status, false);
     match fault {
         Fault::Latency(d) => {
             let mut stop = shared.shutdown.clone();

@@ -119,8 +119,7 @@ async fn download(shared: &Arc<Shared>, req: &Req) -> Response {
     };
     shared
         .world()
-        .counters
-        .record("package_download", reply.status.as_u16(), false);
+        .record_request("package_download", reply.status.as_u16(), false);
     reply.into_response()
 }
 

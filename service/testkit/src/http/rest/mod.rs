@@ -74,7 +74,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         route(&req.method, &path)
     };
     let Some(route) = route else {
-        shared.world().counters.record("unknown", 404, false);
+        shared.world().record_request("unknown", 404, false);
         return base(Reply::error(StatusCode::NOT_FOUND, "Not Found")).into_response();
     };
     let endpoint = route.endpoint();
@@ -91,8 +91,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
     let finish = |reply: Reply, charged: bool| {
         shared
             .world()
-            .counters
-            .record(&endpoint, reply.status.as_u16(), charged);
+            .record_request(&endpoint, reply.status.as_u16(), charged);
         base(reply).into_response()
     };
     if req
