@@ -2,6 +2,7 @@
 //! one target's back-off costs, the delays grow, and everyone resumes within one step of the
 //! fault clearing. Each target here is a loop shaped like the service's (poll, then wait for
 //! the poll interval or the client's next try, whichever is later).
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns; a panic is a failed test
 
 mod common;
 
@@ -163,6 +164,11 @@ async fn check_storm(fake: &FakeGitHub, fleet: &Fleet, began: Instant) -> u32 {
     assert!(failures.len() >= 4, "a change per step: {failures:?}");
     let f = during.consecutive_failures;
     assert!(f >= 4, "{failures:?}");
+    // One failed try per step, never faster than the schedule.
+    assert!(
+        f as usize <= 1 + most_probes(storm),
+        "{f} tries in {storm:?}"
+    );
 
     // Requests that reached GitHub (or tried to) during the outage.
     let times: Vec<Instant> = fake
@@ -250,6 +256,10 @@ async fn a_network_outage_backs_off_the_same_way() {
     assert_eq!(during.state, HealthState::Unreachable, "{during:?}");
     let f = during.consecutive_failures;
     assert!(f >= 4, "{health:?}");
+    assert!(
+        f as usize <= 1 + most_probes(storm),
+        "{f} tries in {storm:?}"
+    );
     let sent = (fleet.client.budget().last_hour.errors - before) as usize;
     let bound = TARGETS + most_probes(storm);
     assert!(sent <= bound, "{sent} tries in {storm:?}, bound {bound}");

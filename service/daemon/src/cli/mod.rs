@@ -268,7 +268,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Host(HostCommand::Show { json }) => {
             let status = ApiBackend::connect(&socket)?.status()?;
-            output::print_api_host(&status.host, json)
+            output::print_api_host(&status, json)
         }
         Command::Host(HostCommand::SetCapacity { capacity }) => {
             let capacity = if offline {

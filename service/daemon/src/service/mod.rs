@@ -268,6 +268,8 @@ async fn serve(
         Arc::clone(&daemon),
         Duration::from_secs(5),
     ));
+    // GitHub's health reaches watchers as it changes (the client signals it).
+    let health_watch = tokio::spawn(events::watch_health(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -365,6 +367,7 @@ async fn serve(
     pump.abort();
     events::save_last_contact(&daemon).await;
     auth_watch.abort();
+    health_watch.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(ending)
