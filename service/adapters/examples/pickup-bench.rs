@@ -11,7 +11,9 @@
 //! served (the fake's counters, from the lifecycle's start to the last job's cleanup).
 //! `--job-ms MS` sets each job's duration (default 50); `--inventory-refresh-ms MS` overrides
 //! the agent's `inventory_refresh` (0: list the runner inventory on every pass with a live
-//! runner, the rule before that setting existed).
+//! runner, the rule before that setting existed); `--etag-versions N` how many versions per
+//! URL the client offers in `If-None-Match` (1: the newest only, what a server that compares a
+//! single tag amounts to).
 
 use rm_adapters::{
     spawn_target_loops, BudgetPoll, GitHubAdapter, GitHubPackageSource, HostAdapter,
@@ -73,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
     let use_planner = std::env::args().any(|a| a == "--planner");
     let job_ms = arg("--job-ms", 50)?;
     let inventory_refresh_ms = arg("--inventory-refresh-ms", u64::MAX)?;
+    let etag_versions = arg("--etag-versions", 0)?;
     let gh = FakeGitHub::start(FakeConfig {
         poll_hold: Duration::from_millis(500),
         session_timeout: Duration::from_secs(3),
@@ -106,10 +109,11 @@ async fn main() -> anyhow::Result<()> {
 
     let store =
         MemoryCredentialStore::new(Some(Credential::non_expiring(SecretString::from(token))));
-    let client = GitHubClient::new(
-        ClientConfig::new(Endpoints::custom(&gh.origin(), &gh.origin())?),
-        Arc::new(store),
-    )?;
+    let mut client_config = ClientConfig::new(Endpoints::custom(&gh.origin(), &gh.origin())?);
+    if etag_versions > 0 {
+        client_config.etag_versions = usize::try_from(etag_versions)?;
+    }
+    let client = GitHubClient::new(client_config, Arc::new(store))?;
     if nix::unistd::geteuid().is_root() {
         rm_runner::ensure_runner_account(rm_runner::DEFAULT_RUNNER_ACCOUNT)?;
     }
@@ -157,6 +161,30 @@ async fn main() -> anyhow::Result<()> {
         tokio::spawn(async move { lc.run(rx).await })
     };
 
+    // The service's first pass reads everything once (the run lists, then the runner
+    // inventory at the first launch): a cost per start, not per job. Counted apart.
+    let first_pass_deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        anyhow::ensure!(
+            Instant::now() < first_pass_deadline,
+            "no first pass in 30 s"
+        );
+        match tokio::time::timeout(Duration::from_secs(1), events.recv()).await {
+            Ok(Ok(ev))
+                if matches!(
+                    ev.kind,
+                    EventKind::PassCompleted {
+                        reached_github: true,
+                        ..
+                    }
+                ) =>
+            {
+                break
+            }
+            _ => {}
+        }
+    }
+    let at_start = gh.counters();
     let (mut to_spawn, mut to_taken, mut launch_total) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..jobs {
         // Start each job from a quiet host: the previous runner is gone.
@@ -244,17 +272,25 @@ async fn main() -> anyhow::Result<()> {
     report("launch (reserve -> starting)", launch_total);
     let counters = gh.counters();
     println!(
-        "charged requests per job served: {:.2} ({} charged of {} requests, {} jobs of {job_ms} ms)",
+        "charged requests per job served: {:.2} ({} charged of {} requests, {} jobs of {job_ms} ms), the service's start included",
         counters.total.charged as f64 / jobs.max(1) as f64,
         counters.total.charged,
         counters.total.requests,
         jobs
     );
+    let per_job = counters.total.charged - at_start.total.charged;
+    println!(
+        "charged requests per job served after the first pass: {:.2} ({per_job} charged; the first pass charged {})",
+        per_job as f64 / jobs.max(1) as f64,
+        at_start.total.charged
+    );
     for (name, c) in counters.endpoints.iter().filter(|(_, c)| c.charged > 0) {
+        let before = at_start.endpoint(name).charged;
         println!(
-            "  {name}: {:.2} per job ({} charged, {} requests)",
-            c.charged as f64 / jobs.max(1) as f64,
+            "  {name}: {:.2} per job ({} charged, {} of them in the first pass; {} requests)",
+            (c.charged - before) as f64 / jobs.max(1) as f64,
             c.charged,
+            before,
             c.requests
         );
     }

@@ -158,6 +158,10 @@ impl GitHubPort for GitHubAdapter {
         Ok(list.iter().map(view).collect())
     }
 
+    fn runs_job(&self, runner_name: &str) -> bool {
+        self.client.runs_job(runner_name)
+    }
+
     async fn delete_runner(
         &self,
         target: &Target,

@@ -14,6 +14,7 @@ use crate::oauth::json_error_kind;
 use crate::transport::{next_link, Body, Request, Transport};
 use http::{HeaderMap, Method};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -28,6 +29,9 @@ pub(crate) struct Inner {
     pub(crate) transport: Transport,
     pub(crate) session: Session,
     pub(crate) etags: EtagCache,
+    /// Whether `If-None-Match` may offer several remembered versions (cleared for good when
+    /// the server shows it compares only one, see `etag`).
+    pub(crate) etag_lists: AtomicBool,
     pub(crate) org_repos: Mutex<OrgRepoCache>,
     pub(crate) settled_runs: Mutex<HashMap<u64, crate::demand::RunMemo>>,
     pub(crate) runner_jobs: crate::assignments::RunnerJobs,
@@ -74,7 +78,7 @@ impl GitHubClient {
     /// A client for `config`, taking its credential from `store`.
     pub fn new(config: ClientConfig, store: Arc<dyn CredentialStore>) -> Result<Self, GitHubError> {
         let session = Session::new(store, config.client_id.clone(), config.renew_margin)?;
-        let etags = EtagCache::new(config.etag_capacity);
+        let etags = EtagCache::new(config.etag_capacity, config.etag_versions);
         let transport =
             Transport::with_outage_gate(Arc::new(config), Arc::new(BudgetMeter::default()))?;
         Ok(Self {
@@ -82,6 +86,7 @@ impl GitHubClient {
                 transport,
                 session,
                 etags,
+                etag_lists: AtomicBool::new(true),
                 org_repos: Mutex::new(HashMap::new()),
                 settled_runs: Mutex::new(HashMap::new()),
                 runner_jobs: crate::assignments::RunnerJobs::default(),
@@ -182,18 +187,25 @@ impl GitHubClient {
         let mut cost = Cost::default();
         let mut access = inner.session.access(&inner.transport).await?;
         loop {
-            let cached = if conditional {
+            let mut offered = if conditional {
                 inner.etags.get(url, access.generation)
             } else {
-                None
+                Vec::new()
             };
+            if !inner.etag_lists.load(Ordering::Relaxed) {
+                offered.truncate(1);
+            }
             let mut req = Request::rest(method.clone(), url.to_string(), endpoint, &access.token);
-            req.if_none_match = cached.as_ref().map(|(e, _)| e.clone());
+            if !offered.is_empty() {
+                let tags: Vec<&str> = offered.iter().map(|v| v.etag.as_str()).collect();
+                req.if_none_match = Some(tags.join(", "));
+            }
             if let Some(b) = &body_text {
                 req.body = Body::Json(b.clone());
             }
             let sent = inner.transport.send(req).await;
             cost.requests += 1;
+            let listed = offered.len() > 1;
             return match sent {
                 Ok(r) if r.status == 401 => {
                     if renewed {
@@ -207,29 +219,51 @@ impl GitHubClient {
                     continue;
                 }
                 Ok(r) if r.status == 304 => {
-                    if let Some((_, body)) = cached {
-                        return Ok(Answer {
+                    let named = r
+                        .headers
+                        .get(http::header::ETAG)
+                        .and_then(|v| v.to_str().ok());
+                    let body = match (named, offered.as_slice()) {
+                        (Some(tag), _) => inner.etags.current(url, access.generation, tag),
+                        (None, [only]) => Some(only.body.clone()),
+                        (None, _) => None,
+                    };
+                    match body {
+                        Some(body) => Ok(Answer {
                             status: 200,
                             headers: r.headers,
                             body,
                             cost,
                             etag: None,
-                        });
+                        }),
+                        // Several tags offered and the 304 does not say which one is current:
+                        // ask again with the newest alone, and from now on always.
+                        None if listed => {
+                            self.stop_etag_lists(endpoint, "a 304 without an ETag");
+                            continue;
+                        }
+                        None => Err(GitHubError::transient(
+                            format!("{endpoint}: 304 for a request that was not conditional"),
+                            Some(304),
+                        )),
                     }
-                    Err(GitHubError::transient(
-                        format!("{endpoint}: 304 for a request that was not conditional"),
-                        Some(304),
-                    ))
                 }
                 Ok(r) if r.status >= 500 => Err(GitHubError::transient(
                     format!("{endpoint}: HTTP {}", r.status),
                     Some(r.status),
                 )),
+                // A server refusing a list of tags (none of GitHub's documented answers, but it
+                // must not stop polling): ask again with one.
+                Ok(r) if r.status == 400 && listed => {
+                    self.stop_etag_lists(endpoint, "HTTP 400");
+                    continue;
+                }
                 Ok(r) => {
-                    if (200..300).contains(&r.status) {
+                    let ok = (200..300).contains(&r.status);
+                    if ok {
                         cost.charged += 1;
                     }
-                    let etag = if conditional && (200..300).contains(&r.status) {
+                    let etag = if conditional && ok {
                         r.headers
                             .get(http::header::ETAG)
                             .and_then(|v| v.to_str().ok())
@@ -237,6 +271,15 @@ impl GitHubClient {
                     } else {
                         None
                     };
+                    // A full answer for a version we offered: the server compared only one
+                    // tag (or none). Offer one from now on, so nothing is paid twice.
+                    if listed {
+                        if let Some((tag, _)) = &etag {
+                            if offered.iter().any(|v| crate::etag::same_tag(&v.etag, tag)) {
+                                self.stop_etag_lists(endpoint, "a 200 for an offered ETag");
+                            }
+                        }
+                    }
                     Ok(Answer {
                         status: r.status,
                         headers: r.headers,
@@ -247,6 +290,18 @@ impl GitHubClient {
                 }
                 Err(e) => Err(e),
             };
+        }
+    }
+
+    /// The server does not honour a list of entity tags in `If-None-Match`: offer only the
+    /// newest from now on (logged once).
+    fn stop_etag_lists(&self, endpoint: &'static str, why: &str) {
+        if self.inner.etag_lists.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                endpoint,
+                why,
+                "GitHub does not match a list of ETags; offering the newest only"
+            );
         }
     }
 

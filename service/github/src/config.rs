@@ -45,6 +45,9 @@ pub struct ClientConfig {
     pub repo_cache_ttl: Duration,
     /// Conditional-request cache entries kept (oldest dropped beyond it).
     pub etag_capacity: usize,
+    /// Versions remembered per URL and offered together in `If-None-Match`, so a list that
+    /// returns to an earlier state is a free 304 (1: the newest only).
+    pub etag_versions: usize,
 }
 
 impl ClientConfig {
@@ -64,6 +67,7 @@ impl ClientConfig {
             per_page: 100,
             repo_cache_ttl: Duration::from_secs(600),
             etag_capacity: 4096,
+            etag_versions: 3,
         }
     }
 }

@@ -172,6 +172,9 @@ impl GitHubClient {
             }
         }
         self.forget_runs(&full, &runs_seen);
+        if !is_floor {
+            self.settle_assignments(&full, &|run| runs_seen.contains_key(&run));
+        }
         let mut jobs = Vec::new();
         for (run_id, (updated_at, in_progress)) in runs_seen {
             if in_progress && self.is_settled(run_id, updated_at.as_deref()) {

@@ -184,10 +184,17 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         h.update(&bytes);
         h.update(token.as_bytes());
         let etag = format!("W/\"{}\"", &hex::encode(h.finalize())[..40]);
+        let lists = shared.config.if_none_match_lists;
         let matched = req.header("if-none-match").is_some_and(|inm| {
-            inm.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == "*" || t == etag.trim_start_matches("W/"))
+            let one = |t: &str| {
+                let t = t.trim().trim_start_matches("W/");
+                t == "*" || t == etag.trim_start_matches("W/")
+            };
+            if lists {
+                inm.split(',').any(one)
+            } else {
+                one(inm)
+            }
         });
         if matched {
             drop(w);
