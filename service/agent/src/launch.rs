@@ -133,12 +133,15 @@ where
         let allocation = allocation_with(counts, capacity);
 
         let mut reservations = Vec::new();
+        let mut fitness = None;
         for grant in allocation.grants.iter().filter(|g| g.to_start > 0) {
             let Some(policy) = policies.iter().find(|p| p.id() == grant.policy_id) else {
                 continue;
             };
+            // Back-off and host checks (`launch_backoff`): after a failure, one at a time.
+            let allowed = self.launch_gate(policy, &mut fitness).await;
             let demand = matched.get(&policy.id()).copied().unwrap_or(0);
-            for _ in 0..grant.to_start {
+            for _ in 0..grant.to_start.min(allowed) {
                 match self.reserve(policy, demand).await {
                     Some(r) => reservations.push(r),
                     None => break,
@@ -264,13 +267,11 @@ where
                 .delete_runner(&self.target, runner_id)
                 .await;
             // The sidecar has the id: the next pass records it and concludes `jit_expired`.
-            self.emit(EventKind::LaunchFailed {
-                attempt: attempt.id().clone(),
-                reason: FailureReason::JitExpired,
-                failure: LaunchFailure::Journal {
-                    detail: e.to_string(),
-                },
-            });
+            let failure = LaunchFailure::Journal {
+                detail: e.to_string(),
+            };
+            self.launch_failed(&attempt, FailureReason::JitExpired, failure)
+                .await;
             return false;
         }
         self.state_changed(&before, &attempt);
@@ -297,11 +298,10 @@ where
                         self.fail(attempt, FailureReason::ProcessStartFailed, failure, deleted)
                             .await
                     }
-                    Err(_) => self.emit(EventKind::LaunchFailed {
-                        attempt: attempt.id().clone(),
-                        reason: FailureReason::ProcessStartFailed,
-                        failure,
-                    }),
+                    Err(_) => {
+                        let reason = FailureReason::ProcessStartFailed;
+                        self.launch_failed(&attempt, reason, failure).await
+                    }
                 }
                 return false;
             }
@@ -456,7 +456,6 @@ where
         failure: LaunchFailure,
         deregistered: bool,
     ) {
-        let id = attempt.id().clone();
         let before = attempt.clone();
         let concluded = attempt
             .conclude(Outcome::Failed(reason), self.now())
@@ -467,11 +466,7 @@ where
                 .update_attempt(&before, &attempt)
                 .await
                 .is_ok();
-        self.emit(EventKind::LaunchFailed {
-            attempt: id,
-            reason,
-            failure,
-        });
+        self.launch_failed(&attempt, reason, failure).await;
         if concluded {
             self.state_changed(&before, &attempt);
             self.emit(EventKind::Concluded {

@@ -83,21 +83,24 @@ pub struct LaunchHealth {
 }
 
 impl LaunchHealth {
-    /// Counts a failed launch at `now`; `sample` is a random number for the jitter.
+    /// Counts a failed try that began at `tried_at`; `sample` is a random number for the
+    /// jitter. The wait runs from the start of the try, so tries are spaced out by the
+    /// back-off and a slow failure (a runner that never came online within minutes) is not
+    /// followed by a further wait.
     pub fn record_failure(
         &mut self,
         rules: &LaunchBackoff,
-        now: Timestamp,
+        tried_at: Timestamp,
         sample: u64,
     ) -> LaunchVerdict {
         self.failures = self.failures.saturating_add(1);
-        self.since.get_or_insert(now);
+        self.since.get_or_insert(tried_at);
         if self.gave_up || self.failures >= rules.give_up_after.max(1) {
             self.gave_up = true;
             self.next_try = None;
             return LaunchVerdict::GiveUp;
         }
-        let next = now + rules.delay(self.failures, sample);
+        let next = tried_at + rules.delay(self.failures, sample);
         self.next_try = Some(next);
         LaunchVerdict::RetryAt(next)
     }
@@ -229,6 +232,19 @@ mod tests {
             "the count starts again at one"
         );
         assert_eq!(h.since(), Some(t(50_000)));
+    }
+
+    #[test]
+    fn the_wait_runs_from_the_start_of_the_failed_try() {
+        let r = rules(0);
+        let mut h = LaunchHealth::default();
+        // A runner launched at 0 that never came online, concluded after 300 s: its
+        // replacement may go at once.
+        assert_eq!(
+            h.record_failure(&r, t(0), 0),
+            LaunchVerdict::RetryAt(t(15_000))
+        );
+        assert!(h.may_try(t(300_000)));
     }
 
     #[test]
