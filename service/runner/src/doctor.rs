@@ -455,6 +455,8 @@ pub fn disk_check(runner_root: &Path) -> HostCheck {
             )),
         );
     }
+    // The field types differ per platform (u32 on some 32-bit ones).
+    #[allow(clippy::useless_conversion)]
     let free = u64::from(fs.blocks_available()).saturating_mul(u64::from(fs.fragment_size()));
     let found = format!("{} free on the filesystem of {}", gib(free), dir.display());
     if free < MIN_FREE_BYTES {
