@@ -70,6 +70,15 @@ pub fn login(api: &ApiBackend, options: &LoginOptions) -> Result<(), Failure> {
     check_flags(options, api.status()?.github.as_ref())?;
     let client = api.client();
     let ended = api.block_on(async {
+        // Ctrl-C is caught from here on (the listener registers at its first poll): one
+        // pressed as soon as the code shows cancels the session instead of killing the CLI.
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c => return Err(Failure::new(ExitCode::SignInRequired, "interrupted before sign-in started")),
+            () = std::future::ready(()) => {}
+        }
         // Subscribed before starting, so no transition is missed; without a watch the
         // session is asked for instead.
         let watch = client.watch().await.ok();
@@ -80,7 +89,7 @@ pub fn login(api: &ApiBackend, options: &LoginOptions) -> Result<(), Failure> {
         if !session.state.is_final() {
             show(&session);
         }
-        follow(client, session, watch).await
+        follow(client, session, watch, ctrl_c).await
     })?;
     report(&ended)
 }
@@ -106,12 +115,11 @@ async fn follow(
     client: &Client,
     mut session: SignInSession,
     mut watch: Option<WatchStream>,
+    mut ctrl_c: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
 ) -> Result<SignInSession, Failure> {
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     while !session.state.is_final() {
         let next = tokio::select! {
-            _ = &mut ctrl_c => {
+            _ = ctrl_c.as_mut() => {
                 return client.cancel_sign_in().await.map_err(client_failure);
             }
             next = next_update(client, &session, &mut watch) => next?,
