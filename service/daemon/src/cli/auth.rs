@@ -235,8 +235,11 @@ pub fn status(api: &ApiBackend) -> Result<(), Failure> {
                 login
             };
             match expires_at.and_then(|t| DateTime::<Utc>::from_timestamp_millis(t.as_millis())) {
+                // `expires_at` is when the refresh token runs out: the sign-in itself. The
+                // 8-hour access token is renewed by the service long before that.
                 Some(t) => println!(
-                    "signed in as {login} (access token valid until {}; the service renews it)",
+                    "signed in as {login} (until {}, when GitHub asks for a new sign-in; the \
+                     service renews its 8-hour access token by itself)",
                     t.format("%Y-%m-%d %H:%M UTC")
                 ),
                 None => println!("signed in as {login}"),

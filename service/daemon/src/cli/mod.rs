@@ -489,6 +489,18 @@ fn api_target_command(
                 }
             };
             output::print_api_added(&added, &routing);
+            // A per-target maximum above the host's ceiling is a surprise later ("why only one
+            // runner?"): say it now, with the fix.
+            if let Some(max) = added.max_capacity {
+                let host = api.status()?.host;
+                if max > host.capacity {
+                    println!(
+                        "note: this host runs at most {} runner(s) at once over all targets; to \
+                         run {max} here, raise it with `runner-manager host set-capacity {max}`",
+                        host.capacity
+                    );
+                }
+            }
             Ok(())
         }
         TargetCommand::List { json } => {
