@@ -474,8 +474,14 @@ async fn stopping_the_service_cancels_the_session() {
             .contains("service stopped"),
         "{cancelled:?}"
     );
+    // Then the stream ends cleanly: the service is stopping.
+    let end = tokio::time::timeout(Duration::from_secs(10), watch.stream.next())
+        .await
+        .expect("the watch ends within 10 s of the stop");
+    assert!(end.is_none(), "{end:?}");
     let st = d.wait_exit(Duration::from_secs(20));
     assert!(st.success(), "{st:?}\n{}", d.log_text());
+    eprintln!("{}", d.log_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
