@@ -481,7 +481,6 @@ async fn stopping_the_service_cancels_the_session() {
     assert!(end.is_none(), "{end:?}");
     let st = d.wait_exit(Duration::from_secs(20));
     assert!(st.success(), "{st:?}\n{}", d.log_text());
-    eprintln!("{}", d.log_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
