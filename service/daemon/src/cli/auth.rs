@@ -76,7 +76,10 @@ pub fn login(api: &ApiBackend, options: &LoginOptions) -> Result<(), Failure> {
         tokio::pin!(ctrl_c);
         tokio::select! {
             biased;
-            _ = &mut ctrl_c => return Err(Failure::new(ExitCode::SignInRequired, "interrupted before sign-in started")),
+            _ = &mut ctrl_c => return Err(Failure::new(
+                ExitCode::SignInRequired,
+                "interrupted before sign-in started: run `runner-manager auth login` again",
+            )),
             () = std::future::ready(()) => {}
         }
         // Subscribed before starting, so no transition is missed; without a watch the
@@ -117,10 +120,14 @@ async fn follow(
     mut watch: Option<WatchStream>,
     mut ctrl_c: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
 ) -> Result<SignInSession, Failure> {
+    let mut interrupted = false;
     while !session.state.is_final() {
         let next = tokio::select! {
-            _ = ctrl_c.as_mut() => {
-                return client.cancel_sign_in().await.map_err(client_failure);
+            _ = ctrl_c.as_mut(), if !interrupted => {
+                interrupted = true;
+                // Answers the cancelled session, or (GitHub already approved and the service
+                // is storing the credential) the session as it is: then follow it to its end.
+                client.cancel_sign_in().await.map_err(client_failure)?
             }
             next = next_update(client, &session, &mut watch) => next?,
         };

@@ -102,7 +102,9 @@ pub(super) async fn run(
                     c.session.state = SignInState::Retrying;
                     c.session.message = Some(message);
                     c.session.fix = Some(fix);
-                    c.session.next_try = Some(millis_after(delay.min(expiry - now)));
+                    c.session.next_try = Some(millis_after(
+                        delay.min(expiry.saturating_duration_since(now)),
+                    ));
                 }) {
                     return;
                 }
