@@ -13,6 +13,7 @@
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
 mod api;
+mod credential;
 pub mod doctor;
 mod events;
 mod fleet;
@@ -20,6 +21,7 @@ mod gate;
 pub(crate) mod host_row;
 mod launch_health;
 mod removals;
+mod sign_in;
 mod state;
 mod status;
 
@@ -293,11 +295,16 @@ async fn serve(
         // A login service serves its own user.
         access = access.with_operator(nix::unistd::getuid().as_raw());
     }
+    let sign_in = Arc::new(sign_in::SignIns::new(
+        Arc::clone(&daemon),
+        options.data_dir.join(CONFIG_FILE),
+    ));
     let (api_stop_tx, mut api_stop_rx) = watch::channel(false);
     let api = tokio::spawn(rm_proto::serve_until(
         listener,
         api::Api {
             daemon: Arc::clone(&daemon),
+            sign_in: Arc::clone(&sign_in),
         },
         access,
         ServerLimits::default(),
@@ -355,6 +362,8 @@ async fn serve(
     let fleet = tokio::spawn(async move { fleet.run(fleet_stop_rx).await });
 
     let ending = wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop).await?;
+    // No sign-in outlives the service (nor starts while it drains).
+    sign_in.shutdown();
     if matches!(ending, Ending::Stopped) {
         tracing::info!(
             deadline_secs = options.drain_deadline.as_secs(),
