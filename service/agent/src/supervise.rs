@@ -553,6 +553,7 @@ where
                 to: after.state(),
             });
         }
+        self.note_progress(before, after);
     }
 }
 

@@ -22,6 +22,7 @@ pub mod models;
 mod oauth;
 mod outage;
 mod package;
+mod probe;
 mod runners;
 mod transport;
 

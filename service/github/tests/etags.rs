@@ -1,6 +1,7 @@
 //! Conditional requests offering the last few versions: a list that goes back to an earlier
 //! state (a run leaving the `queued` list) is a free 304, and a server that compares only one
 //! tag is noticed once and then asked with one.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns; a panic is a failed test
 
 mod common;
 

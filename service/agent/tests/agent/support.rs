@@ -9,8 +9,8 @@ use rm_agent::{
     RunnerHostPort, RunnerStatus, RunnerView, ScrubError, TargetLoop,
 };
 use rm_core::{
-    Attempt, AttemptId, AttemptState, Evidence, JobDemand, LabelSet, Observed, Policy, PolicyId,
-    PolicyParts, PolicyState, ProcessIdentity, ProfileName, RunsOn, Target, Timestamp,
+    Attempt, AttemptId, AttemptState, Evidence, HostCheck, JobDemand, LabelSet, Observed, Policy,
+    PolicyId, PolicyParts, PolicyState, ProcessIdentity, ProfileName, RunsOn, Target, Timestamp,
     WorkspaceMode,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -223,9 +223,8 @@ impl JournalPort for FakeJournal {
         let mut st = self.state.lock().unwrap();
         st.counts_reads += 1;
         let mut counts = ActiveCounts::default();
-        for a in st.attempts.values().filter(|a| a.counts_against_capacity()) {
-            *counts.by_policy.entry(a.policy_id()).or_insert(0) += 1;
-            counts.total += 1;
+        for a in st.attempts.values() {
+            counts.add(a.policy_id(), a.state(), a.runner_name());
         }
         Ok(counts)
     }
@@ -262,6 +261,8 @@ pub struct GState {
     pub vanish_after_inventory: Vec<String>,
     /// Runners GitHub's job listings show running a job (what `runs_job` answers).
     pub running: std::collections::BTreeSet<String>,
+    /// Runner names the job listings show with a job (GitHub's word, ahead of the inventory).
+    pub runners_with_jobs: std::collections::BTreeSet<String>,
 }
 
 pub struct FakeGitHub {
@@ -352,6 +353,7 @@ impl GitHubPort for FakeGitHub {
         Ok(DemandSnapshot {
             jobs: st.jobs.clone(),
             is_floor: st.is_floor,
+            runners_with_jobs: st.runners_with_jobs.clone(),
         })
     }
 
@@ -473,6 +475,9 @@ pub struct HState {
     pub dies_after: HashMap<u32, u32>,
     /// Materializing moves this clock forward by this much (a slow disk).
     pub materialize_takes: Option<(FakeClock, Duration)>,
+    /// What the host checks answer, and how often they were asked.
+    pub fitness: Vec<HostCheck>,
+    pub fitness_checks: u32,
 }
 
 pub struct FakeHost {
@@ -626,6 +631,13 @@ impl RunnerHostPort for FakeHost {
             .get(runtime)
             .copied()
             .unwrap_or(Evidence::None)
+    }
+
+    async fn check_fitness(&self) -> Vec<HostCheck> {
+        push(&self.log, "host.check_fitness");
+        let mut st = self.state.lock().unwrap();
+        st.fitness_checks += 1;
+        st.fitness.clone()
     }
 
     async fn scrub(&self, runtime: &Path) -> Result<(), ScrubError> {
