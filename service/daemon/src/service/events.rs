@@ -233,7 +233,8 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, seen: &mut Seen) -> bool {
         }
         EventKind::LaunchBackoff { .. }
         | EventKind::LaunchGaveUp { .. }
-        | EventKind::LaunchHealthy { .. } => daemon.launch.on_event(&daemon.journal, event).await,
+        | EventKind::LaunchHealthy { .. }
+        | EventKind::GitHubRefused { .. } => daemon.launch.on_event(&daemon.journal, event).await,
         EventKind::HostChecked { checks } => {
             daemon.doctor.note_loop_checks(checks);
             true

@@ -121,6 +121,11 @@ pub(crate) async fn apply(
             }
             Outcome::Respond(reply.into_response())
         }
+        Fault::Refuse { status, message } => {
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+            record(code.as_u16());
+            Outcome::Respond(Reply::error(code, &message).into_response())
+        }
         Fault::MalformedJson => {
             record(200);
             Outcome::Respond(
