@@ -20,6 +20,7 @@ pub mod sid;
 pub mod signin;
 pub mod status;
 pub mod time;
+pub mod update;
 pub mod version;
 pub mod watch;
 
@@ -43,6 +44,7 @@ pub use status::{
     RunnerStatus, Status, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
+pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};
 pub use version::{
     check_compatibility, VersionInfo, VersionMismatch, API_HEADER, API_VERSION, MIN_CLIENT_API,
     SERVICE_VERSION_HEADER,

@@ -55,6 +55,43 @@ pub struct RunArgs {
     pub idle_timeout_secs: Option<u64>,
     #[arg(long, hide = true)]
     pub stop_grace_ms: Option<u64>,
+    /// What to do when a newer release is published: auto (download, verify and apply it;
+    /// running jobs finish first), notify (tell, apply when asked), off
+    /// [default: config.json's `update`, else auto].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub update: Option<UpdateModeArg>,
+    /// The release feed's REST base [default: config.json's `update_api_base`, else
+    /// https://api.github.com].
+    #[arg(long, value_name = "URL")]
+    pub update_api_base: Option<String>,
+    /// The repository runner-manager's releases come from (`owner/name`).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub update_repo: Option<String>,
+    /// Check the feed this often, in seconds, starting right away (tests, benchmarks).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub update_check_secs: Option<u64>,
+    /// Trust this minisign public key for updates instead of the built-in one. Tests only:
+    /// refused by release builds.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub update_trust_key: Option<std::path::PathBuf>,
+}
+
+/// `--update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpdateModeArg {
+    Auto,
+    Notify,
+    Off,
+}
+
+impl From<UpdateModeArg> for rm_proto::UpdateMode {
+    fn from(m: UpdateModeArg) -> Self {
+        match m {
+            UpdateModeArg::Auto => rm_proto::UpdateMode::Auto,
+            UpdateModeArg::Notify => rm_proto::UpdateMode::Notify,
+            UpdateModeArg::Off => rm_proto::UpdateMode::Off,
+        }
+    }
 }
 
 fn resolve_operator(text: &str) -> Result<u32, Failure> {
@@ -104,11 +141,20 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         registration_timeout: args.registration_timeout_secs.map(secs),
         idle_timeout: args.idle_timeout_secs.map(secs),
         stop_grace: args.stop_grace_ms.map(Duration::from_millis),
+        update_mode: args.update.map(Into::into),
+        update_api_base: args.update_api_base,
+        update_repo: args.update_repo,
+        update_check_every: args.update_check_secs.map(secs),
+        update_trust_key: args.update_trust_key,
     };
+    if let Some(key) = &options.update_trust_key {
+        // Refused here already in release builds, with the fix.
+        crate::update::verify::TrustedKey::from_file(key).map_err(Failure::usage)?;
+    }
     crate::service::run(options)
 }
 
-fn init_logging() {
+pub(super) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

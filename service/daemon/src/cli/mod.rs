@@ -10,6 +10,7 @@ pub mod backend;
 pub mod backend_api;
 mod daemon;
 mod output;
+mod update;
 
 use std::path::PathBuf;
 
@@ -72,6 +73,21 @@ pub enum Command {
     /// Register the service with the OS service manager.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// Check for a newer runner-manager release and apply it (running jobs finish first).
+    Update {
+        /// Only check and show what is available; change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Do not wait for the service to come back with the new version.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Confirms or undoes an update (started by the service itself; not for people).
+    #[command(hide = true)]
+    UpdateWatchdog {
+        #[arg(long)]
+        pid: u32,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -293,6 +309,14 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             output::print_api_status(&status, json)
         }
         Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
+        Command::Update { .. } if offline => Err(Failure::usage(
+            "`update` asks the running service (it is the one that updates): drop `--offline`",
+        )),
+        Command::Update { check, no_wait } => update::run(&socket, check, no_wait),
+        Command::UpdateWatchdog { pid } => {
+            daemon::init_logging();
+            crate::update::swap::watchdog(&data_dir, pid).map_err(Failure::internal)
+        }
         Command::Service(cmd) => service_command(&data_dir, cmd),
     }
 }

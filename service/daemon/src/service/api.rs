@@ -22,6 +22,7 @@ pub const MAX_CAPACITY: u32 = 256;
 #[derive(Clone)]
 pub struct Api {
     pub daemon: Arc<Daemon>,
+    pub updater: Arc<crate::update::Updater>,
 }
 
 fn millis(m: rm_proto::UnixMillis) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -420,6 +421,19 @@ impl Handler for Api {
 
     async fn resume(&self, peer: Peer) -> Result<PauseState, ApiError> {
         self.set_paused(peer, false).await
+    }
+
+    async fn update_status(&self, _peer: Peer) -> Result<rm_proto::UpdateStatus, ApiError> {
+        Ok(self.updater.status())
+    }
+
+    async fn update(
+        &self,
+        peer: Peer,
+        request: rm_proto::UpdateRequest,
+    ) -> Result<rm_proto::UpdateStatus, ApiError> {
+        tracing::info!(%peer, apply = request.apply, "update check asked for");
+        Ok(self.updater.check(request.apply).await)
     }
 }
 

@@ -185,6 +185,19 @@ impl Client {
         self.call(Method::POST, paths::RESUME, None::<&()>).await
     }
 
+    /// `GET /v1/update`.
+    pub async fn update_status(&self) -> Result<crate::update::UpdateStatus, ClientError> {
+        self.call(Method::GET, paths::UPDATE, None::<&()>).await
+    }
+
+    /// `POST /v1/update`: check now; with `apply`, apply a newer release.
+    pub async fn update(
+        &self,
+        request: &crate::update::UpdateRequest,
+    ) -> Result<crate::update::UpdateStatus, ClientError> {
+        self.call(Method::POST, paths::UPDATE, Some(request)).await
+    }
+
     async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
