@@ -86,8 +86,12 @@ sed -i "/^\[workspace.package\]/,/^\[/ s/^version = \".*\"/version = \"$version\
 # outputs are never overwritten by the release's.
 export CARGO_BUILD_BUILD_DIR="${CARGO_TARGET_DIR:-/var/tmp/runner-manager-target}"
 export CARGO_TARGET_DIR="$work/target"
-tray_pkg=$(cd "$src" && cargo metadata --format-version 1 --no-deps --offline |
-    python3 -c 'import json,sys; m=json.load(sys.stdin); print(next((p["name"] for p in m["packages"] for t in p["targets"] if t["name"]=="runner-manager-tray"), ""))')
+# The tray (src-tauri, binary runner-manager-tray), once it is a workspace member.
+tray_pkg=""
+if [[ -f $src/src-tauri/Cargo.toml ]] &&
+    (cd "$src" && cargo metadata --format-version 1 --no-deps --offline) | grep -q '/src-tauri#'; then
+    tray_pkg=$(sed -n '/^\[package\]/,/^\[/ s/^name = "\(.*\)"/\1/p' "$src/src-tauri/Cargo.toml" | head -n1)
+fi
 if [[ $profile == dev ]]; then
     # The same package set as the test build, so the shared dependencies are reused as built.
     (cd "$src" && cargo build --locked --workspace --bins)
@@ -130,14 +134,13 @@ pname="runner-manager-$version-linux-$arch"
 proot="$work/portable/$pname"
 install -D -m 0755 "$bindir/runner-manager" "$proot/bin/runner-manager"
 install_desktop "$proot"
-install -D -m 0644 /dev/null "$proot/share/runner-manager/portable.json"
-files=$(cd "$proot" && find . -type f ! -name portable.json | sed 's|^\./||' | sort)
-python3 - "$proot/share/runner-manager/portable.json" "$version" $files <<'PY'
-import json, sys
-path, version, files = sys.argv[1], sys.argv[2], sys.argv[3:]
-files.append("share/runner-manager/portable.json")
-json.dump({"kind": "portable", "version": version, "files": files}, open(path, "w"), indent=1)
-PY
+# The marker: how the updater recognises a portable install, and which files it owns.
+install -d "$proot/share/runner-manager"
+{
+    printf '{"kind": "portable", "version": "%s", "files": [' "$version"
+    (cd "$proot" && find . -type f | sed 's|^\./||' | sort | sed 's/.*/"&", /' | tr -d '\n')
+    printf '"share/runner-manager/portable.json"]}\n'
+} > "$proot/share/runner-manager/portable.json"
 tar -C "$work/portable" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
     -czf "$out/$pname.tar.gz" "$pname"
 

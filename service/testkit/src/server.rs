@@ -252,7 +252,12 @@ impl FakeGitHub {
 
     /// Publishes a release of `repo` (`owner/name`) with these assets (name, file served from
     /// disk); the newest published is `releases/latest`. Returns the release id.
-    pub fn publish_release(&self, repo: &str, tag: &str, assets: &[(String, std::path::PathBuf)]) -> u64 {
+    pub fn publish_release(
+        &self,
+        repo: &str,
+        tag: &str,
+        assets: &[(String, std::path::PathBuf)],
+    ) -> u64 {
         let mut w = self.shared.world();
         let id = w.releases.iter().map(|r| r.id).max().unwrap_or(0) + 1;
         w.releases.push(crate::world::FakeRelease {

@@ -218,6 +218,9 @@ pub enum ServiceCommand {
     Status,
     /// Stop, disable and remove the service (the data directory is kept).
     Uninstall,
+    /// Stop starting runners and wait, without a deadline, until the running ones finished
+    /// (the package's removal runs this before stopping the service).
+    Drain,
 }
 
 /// Parse the process arguments, run, and turn the outcome into an exit code.
@@ -317,7 +320,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             daemon::init_logging();
             crate::update::swap::watchdog(&data_dir, pid).map_err(Failure::internal)
         }
-        Command::Service(cmd) => service_command(&data_dir, cmd),
+        Command::Service(cmd) => service_command(&data_dir, &socket, cmd),
     }
 }
 
@@ -555,7 +558,34 @@ fn api_target_command(
     }
 }
 
-fn service_command(data_dir: &std::path::Path, cmd: ServiceCommand) -> Result<(), Failure> {
+/// `service drain`: pause launching, then wait until no runner is left.
+fn drain(socket: &std::path::Path) -> Result<(), Failure> {
+    let api = ApiBackend::connect(socket)?;
+    api.block_on(api.client().pause())
+        .map_err(backend_api::client_failure)?;
+    let mut last = usize::MAX;
+    loop {
+        let n = api.status()?.runners.len();
+        if n == 0 {
+            println!("no runner left: the service may stop");
+            return Ok(());
+        }
+        if n != last {
+            println!("waiting for {n} runner(s) to finish their job");
+            last = n;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+fn service_command(
+    data_dir: &std::path::Path,
+    socket: &std::path::Path,
+    cmd: ServiceCommand,
+) -> Result<(), Failure> {
+    if let ServiceCommand::Drain = cmd {
+        return drain(socket);
+    }
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| Failure::internal(format!("cannot find this program's own path: {e}")))?;
@@ -592,5 +622,6 @@ fn service_command(data_dir: &std::path::Path, cmd: ServiceCommand) -> Result<()
             println!("{done}");
             Ok(())
         }
+        ServiceCommand::Drain => drain(socket),
     }
 }

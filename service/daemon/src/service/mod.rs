@@ -356,7 +356,11 @@ async fn serve(
     let installed = tokio::task::spawn_blocking(move || update::install::detect(&exe))
         .await
         .map_err(|e| Failure::internal(format!("install detection failed: {e}")))?;
-    tracing::info!(install = installed.kind().as_str(), mode = update_options.mode.as_str(), "updater ready");
+    tracing::info!(
+        install = installed.kind().as_str(),
+        mode = update_options.mode.as_str(),
+        "updater ready"
+    );
     let (apply_tx, mut apply_rx) = mpsc::channel::<Staged>(1);
     let updater = Arc::new(update::Updater::new(
         update_options,
@@ -433,7 +437,8 @@ async fn serve(
     ));
     let fleet = tokio::spawn(async move { fleet.run(fleet_stop_rx).await });
 
-    let ending = wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop, &mut apply_rx).await?;
+    let ending =
+        wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop, &mut apply_rx).await?;
     update_task.abort();
     if matches!(ending, Ending::Stopped) {
         tracing::info!(

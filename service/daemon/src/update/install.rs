@@ -56,9 +56,17 @@ impl PortableMarker {
 /// What was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Installed {
-    Deb { exe: PathBuf },
-    Portable { prefix: PathBuf, marker: PortableMarker },
-    Unmanaged { exe: PathBuf, why: String },
+    Deb {
+        exe: PathBuf,
+    },
+    Portable {
+        prefix: PathBuf,
+        marker: PortableMarker,
+    },
+    Unmanaged {
+        exe: PathBuf,
+        why: String,
+    },
 }
 
 impl Installed {

@@ -80,8 +80,8 @@ pub struct Updater {
     status: Mutex<UpdateStatus>,
     /// The feed's last `ETag` and the release it described.
     cache: Mutex<(Option<String>, Option<Release>)>,
-    /// A version that was refused or rolled back: not applied again unless asked.
-    refused: Mutex<Option<Version>>,
+    /// A version that was refused or rolled back, and why: not applied again unless asked.
+    refused: Mutex<Option<(Version, String)>>,
     announced: Mutex<Option<Version>>,
     watch: broadcast::Sender<WatchMessage>,
     apply: mpsc::Sender<Staged>,
@@ -124,11 +124,12 @@ impl Updater {
                 status.state = UpdateState::Failed;
                 status.available_version = Some(version.clone());
                 status.message = Some(message.clone());
-                status.fix = Some(format!(
+                status.fix = Some(
                     "it is not applied again by itself; retry with `runner-manager update`, or \
                      report it with the service log (journalctl -u runner-manager)"
-                ));
-                refused = Version::parse(version).ok();
+                        .into(),
+                );
+                refused = Version::parse(version).ok().map(|v| (v, message.clone()));
             }
             swap::StartNote::Trial(r) => {
                 status.state = UpdateState::Updated;
@@ -255,7 +256,10 @@ impl Updater {
         };
         let release = match answer {
             FeedAnswer::Unchanged => {
-                tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "release feed unchanged (304)");
+                tracing::debug!(
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "release feed unchanged (304)"
+                );
                 locked(&self.cache).1.clone()
             }
             FeedAnswer::Latest { release, etag } => {
@@ -277,14 +281,19 @@ impl Updater {
                 }
             });
             if apply {
-                self.set(|s| s.message = Some(format!("runner-manager {} is the latest release", crate::VERSION)));
+                self.set(|s| {
+                    s.message = Some(format!(
+                        "runner-manager {} is the latest release",
+                        crate::VERSION
+                    ))
+                });
             }
             return self.status();
         };
         let version = release.version.clone();
         let automatic = self.options.mode == UpdateMode::Auto
             && !matches!(self.installed, Installed::Unmanaged { .. })
-            && locked(&self.refused).as_ref() != Some(&version);
+            && locked(&self.refused).as_ref().map(|r| &r.0) != Some(&version);
         self.set(|s| {
             s.state = UpdateState::Available;
             s.available_version = Some(version.to_string());
@@ -309,15 +318,20 @@ impl Updater {
             return self.status();
         }
         if !(apply || automatic) {
-            if locked(&self.refused).as_ref() == Some(&version) {
-                let old = self.status();
+            let refused = locked(&self.refused).clone().filter(|r| r.0 == version);
+            if let Some((_, why)) = refused {
                 self.set(|s| {
                     s.state = UpdateState::Failed;
-                    s.message = old.message.or(Some(format!("the update to {version} failed before")));
-                    s.fix = Some("retry with `runner-manager update`".into());
+                    s.message = Some(why);
+                    s.fix = Some(
+                        "it is not applied again by itself: retry with `runner-manager update`"
+                            .into(),
+                    );
                 });
             } else {
-                self.set(|s| s.fix = Some("apply it with `runner-manager update` (or from the tray)".into()));
+                self.set(|s| {
+                    s.fix = Some("apply it with `runner-manager update` (or from the tray)".into())
+                });
             }
             return self.status();
         }
@@ -369,7 +383,7 @@ impl Updater {
         let staged = match staged {
             Ok(s) => s,
             Err(reason) => {
-                *locked(&self.refused) = Some(version.clone());
+                *locked(&self.refused) = Some((version.clone(), reason.clone()));
                 self.fail(
                     Some(&version),
                     reason,
@@ -391,7 +405,11 @@ impl Updater {
             new_version: version.to_string(),
         });
         if self.apply.send(staged).await.is_err() {
-            self.fail(Some(&version), "the service is stopping".into(), "nothing to do".into());
+            self.fail(
+                Some(&version),
+                "the service is stopping".into(),
+                "nothing to do".into(),
+            );
         }
     }
 }

@@ -37,7 +37,10 @@ pub enum Staged {
         root: PathBuf,
         files: Vec<String>,
     },
-    Deb { version: Version, deb: PathBuf },
+    Deb {
+        version: Version,
+        deb: PathBuf,
+    },
 }
 
 impl Staged {
@@ -88,16 +91,18 @@ pub fn stage(
     let mut before = 0u64;
     for name in &names {
         let a = release.asset(name).ok_or_else(|| {
-            format!("release {} has no {name}: it cannot be verified, so it is not installed", release.tag)
+            format!(
+                "release {} has no {name}: it cannot be verified, so it is not installed",
+                release.tag
+            )
         })?;
         let got = feed
             .download(a, &dir.join(name), &mut |n, _| progress(before + n, total))
             .map_err(|e| e.to_string())?;
         before += got;
     }
-    verify::verify_asset(key, &dir, &version.to_string(), &asset).map_err(|e| {
-        format!("release {version} refused: {e}")
-    })?;
+    verify::verify_asset(key, &dir, &version.to_string(), &asset)
+        .map_err(|e| format!("release {version} refused: {e}"))?;
     let staged = match installed {
         Installed::Portable { .. } => unpack_portable(&dir, &asset, version)?,
         _ => {
@@ -114,7 +119,8 @@ pub fn stage(
 
 fn unpack_portable(dir: &Path, asset: &str, version: &Version) -> Result<Staged, String> {
     let out = dir.join("unpacked");
-    let file = std::fs::File::open(dir.join(asset)).map_err(|e| format!("cannot open {asset}: {e}"))?;
+    let file =
+        std::fs::File::open(dir.join(asset)).map_err(|e| format!("cannot open {asset}: {e}"))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     archive.set_preserve_permissions(true);
     // `unpack` refuses entries that would land outside `out` (absolute paths, `..`).
@@ -138,8 +144,9 @@ fn unpack_portable(dir: &Path, asset: &str, version: &Version) -> Result<Staged,
             return Err(format!("{asset}: {f} is not a regular file"));
         }
     }
-    let reported = crate::upgrade::installed_version(&root.join(PORTABLE_BINARY), Duration::from_secs(10))
-        .map_err(|e| format!("the new binary does not run: {e}"))?;
+    let reported =
+        crate::upgrade::installed_version(&root.join(PORTABLE_BINARY), Duration::from_secs(10))
+            .map_err(|e| format!("the new binary does not run: {e}"))?;
     if &reported != version {
         return Err(format!(
             "release {version}'s binary reports {reported}: refused"

@@ -122,11 +122,19 @@ pub fn swap_and_exec(h: &Handover) -> String {
             let watchdog = start_watchdog(h, &record);
             if let Err(e) = watchdog {
                 // Without a watchdog nobody could undo a new build that does not start: undo now.
-                return fail(h, record, format!("the update watchdog could not start: {e}"));
+                return fail(
+                    h,
+                    record,
+                    format!("the update watchdog could not start: {e}"),
+                );
             }
             tracing::info!(version = %record.to, exe = %record.exe.display(), "files swapped: starting the new runner-manager");
             let e = exec_service(&record.exe, &h.args);
-            fail(h, record, format!("the new binary could not be started: {e}"))
+            fail(
+                h,
+                record,
+                format!("the new binary could not be started: {e}"),
+            )
         }
         Err(e) => e,
     }
@@ -173,7 +181,9 @@ fn swap(h: &Handover) -> Result<UpdateRecord, String> {
                     .ok_or("the new archive has no bin/runner-manager")?,
             );
             for rel in &order {
-                record.files.push(backup(&h.data_dir, &prefix.join(rel), rel)?);
+                record
+                    .files
+                    .push(backup(&h.data_dir, &prefix.join(rel), rel)?);
             }
             record::write(&h.data_dir, &record)?;
             for rel in &order {
@@ -183,9 +193,13 @@ fn swap(h: &Handover) -> Result<UpdateRecord, String> {
             }
         }
         (Staged::Deb { deb, .. }, Installed::Deb { exe }) => {
-            record.files.push(backup(&h.data_dir, exe, "runner-manager")?);
+            record
+                .files
+                .push(backup(&h.data_dir, exe, "runner-manager")?);
             let tray = exe.with_file_name("runner-manager-tray");
-            record.files.push(backup(&h.data_dir, &tray, "runner-manager-tray")?);
+            record
+                .files
+                .push(backup(&h.data_dir, &tray, "runner-manager-tray")?);
             record::write(&h.data_dir, &record)?;
             let out = Command::new("dpkg")
                 .arg("--install")
@@ -207,7 +221,9 @@ fn swap(h: &Handover) -> Result<UpdateRecord, String> {
                 Err(e) => return Err(undo(h, record, format!("cannot run dpkg: {e}"))),
             }
         }
-        _ => return Err("the staged release does not match how runner-manager is installed".into()),
+        _ => {
+            return Err("the staged release does not match how runner-manager is installed".into())
+        }
     }
     record.phase = Phase::Trial;
     record.at_ms = record::now_ms();
@@ -260,8 +276,13 @@ pub enum StartNote {
     /// This build is on trial: the watchdog confirms it (or, when the watchdog is gone, this
     /// service confirms itself once it answers).
     Trial(UpdateRecord),
-    Updated { from: String },
-    RolledBack { version: String, message: String },
+    Updated {
+        from: String,
+    },
+    RolledBack {
+        version: String,
+        message: String,
+    },
 }
 
 /// Looks at the update record before the service starts. An interrupted swap is undone here
@@ -287,7 +308,10 @@ pub fn on_start(data_dir: &Path) -> StartNote {
                     "the update to {} was interrupted while swapping files; {} was restored",
                     record.to, record.from
                 ),
-                Err(e) => format!("the update to {} was interrupted and restoring failed: {e}", record.to),
+                Err(e) => format!(
+                    "the update to {} was interrupted and restoring failed: {e}",
+                    record.to
+                ),
             });
             let _ = record::write(data_dir, &r);
             if me != record.from {
@@ -422,7 +446,7 @@ fn wait_gone(pid: u32) {
 
 /// Whether the watchdog of `record` still runs.
 pub fn watchdog_alive(record: &UpdateRecord) -> bool {
-    record.watchdog_pid.is_some_and(|p| {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), None).is_ok()
-    })
+    record
+        .watchdog_pid
+        .is_some_and(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), None).is_ok())
 }

@@ -144,7 +144,8 @@ pub fn parse_sums(text: &str) -> Vec<(String, String)> {
 }
 
 pub fn sha256_file(path: &Path) -> Result<String, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -216,7 +217,10 @@ mod tests {
         let s = dir.path().join("x.minisig");
         std::fs::write(&f, "hi\n").unwrap();
         std::fs::write(&s, SIG_HI).unwrap();
-        assert_eq!(key.verify_file("x", &f, &s).unwrap(), "runner-manager 1.0 x");
+        assert_eq!(
+            key.verify_file("x", &f, &s).unwrap(),
+            "runner-manager 1.0 x"
+        );
         std::fs::write(&f, "hj\n").unwrap();
         assert!(matches!(
             key.verify_file("x", &f, &s),

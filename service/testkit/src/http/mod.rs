@@ -99,7 +99,8 @@ async fn dispatch(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         releases::asset(&shared, &req).await
     } else if path.starts_with("/login/") {
         oauth::handle(&shared, &req).await
-    } else if let Some(repo) = releases::latest_repo(path.strip_prefix("/api/v3").unwrap_or(&path)) {
+    } else if let Some(repo) = releases::latest_repo(path.strip_prefix("/api/v3").unwrap_or(&path))
+    {
         let rest = path.strip_prefix("/api/v3").unwrap_or(&path).to_string();
         releases::latest(&shared, &req, &rest, &repo).await
     } else {
