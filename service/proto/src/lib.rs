@@ -59,6 +59,6 @@ pub use server::bind_socket;
 pub use server::{bind_pipe, PipeListener};
 #[cfg(feature = "server")]
 pub use server::{
-    serve, serve_until, AccessPolicy, BindError, Handler, Listener, Peer, PeerIdentity,
-    ServerLimits, WatchStart,
+    serve, serve_until, AccessPolicy, BindError, GroupMembership, Handler, Listener, Peer,
+    PeerIdentity, ServerLimits, WatchStart,
 };

@@ -33,6 +33,9 @@ pub struct RunArgs {
     /// A user (name or uid) allowed to change the service besides root (repeatable).
     #[arg(long = "operator", value_name = "USER")]
     pub operators: Vec<String>,
+    /// Members of this group may operate the service too (root service only).
+    #[arg(long, value_name = "GROUP", default_value = crate::service::operators::OPERATORS_GROUP)]
+    pub operator_group: String,
     /// On SIGTERM/SIGINT, stop waiting for running jobs after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub drain_deadline: u64,
@@ -133,6 +136,7 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         client_id: args.client_id,
         socket: socket.to_path_buf(),
         operators,
+        operator_group: args.operator_group,
         drain_deadline: secs(args.drain_deadline),
         upgrade_poll: Duration::from_millis(args.upgrade_poll_ms),
         poll: args.poll_ms.map(Duration::from_millis),

@@ -48,6 +48,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of `daemon run`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Sign in to GitHub (device flow), show or remove the credential.
     #[command(subcommand)]

@@ -17,6 +17,7 @@ mod events;
 mod fleet;
 mod gate;
 pub(crate) mod host_row;
+pub mod operators;
 mod removals;
 mod state;
 mod status;
@@ -65,6 +66,8 @@ pub struct Options {
     pub socket: PathBuf,
     /// Uids allowed to change things besides root.
     pub operators: Vec<u32>,
+    /// Members of this group may too ([`operators::OPERATORS_GROUP`] by default).
+    pub operator_group: String,
     pub drain_deadline: Duration,
     pub upgrade_poll: Duration,
     /// A fixed poll interval (tests); `None`: GitHub's budget planner.
@@ -345,6 +348,12 @@ async fn serve(
         ))
     })?;
     let mut access = AccessPolicy::root_only().with_operators(options.operators.iter().copied());
+    if paths::is_privileged() {
+        // Members of the operators group may operate a root service (read per request).
+        let name = options.operator_group.clone();
+        tracing::info!(group = %name, gid = ?operators::gid(&name).map(|g| g.as_raw()), "operators group");
+        access = access.with_operator_group(Arc::new(operators::UnixGroup { name }));
+    }
     if !paths::is_privileged() {
         // A login service serves its own user.
         access = access.with_operator(nix::unistd::getuid().as_raw());
@@ -610,6 +619,7 @@ mod tests {
             client_id: None,
             socket: data_dir.join("api.sock"),
             operators: Vec::new(),
+            operator_group: operators::OPERATORS_GROUP.into(),
             drain_deadline: Duration::from_secs(60),
             upgrade_poll: Duration::from_secs(5),
             poll: None,

@@ -12,7 +12,7 @@ mod pipe_listener;
 mod socket;
 mod watch;
 
-pub use access::{AccessPolicy, Peer, PeerIdentity};
+pub use access::{AccessPolicy, GroupMembership, Peer, PeerIdentity};
 pub use bind_error::BindError;
 #[cfg(windows)]
 pub use pipe_listener::{bind_pipe, PipeListener};
