@@ -171,7 +171,7 @@ Version: $version
 Architecture: $debarch
 Maintainer: runner-manager maintainers <maintainers@runner-manager.invalid>
 Installed-Size: $size_kb
-Depends: ${shlibs:+$shlibs, }passwd, adduser
+Depends: ${shlibs:+$shlibs, }passwd, ca-certificates
 Section: devel
 Priority: optional
 Description: ephemeral GitHub Actions self-hosted runners on this machine

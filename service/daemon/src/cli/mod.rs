@@ -253,9 +253,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let data_dir = cli.data_dir.unwrap_or_else(paths::default_data_dir);
     // Absolute, so messages, the lock holder and service definitions name one place.
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
-    let socket = cli
-        .socket
-        .unwrap_or_else(|| backend_api::default_socket_path(&data_dir));
+    let socket = cli.socket.unwrap_or_else(|| match cli.command {
+        Command::Daemon(_) => backend_api::default_socket_path(&data_dir),
+        _ => backend_api::client_socket_path(&data_dir),
+    });
     let offline = cli.offline;
     match cli.command {
         Command::Auth(_) if offline => Err(Failure::usage(

@@ -115,22 +115,28 @@ pub enum FeedAnswer {
 pub struct Feed {
     api_base: String,
     repo: String,
+    /// The release metadata: small, so a short overall limit.
     agent: ureq::Agent,
+    /// Asset downloads: tens of MB on a slow line.
+    downloads: ureq::Agent,
 }
 
 impl Feed {
     pub fn new(api_base: &str, repo: &str) -> Feed {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(15)))
-            .timeout_global(Some(Duration::from_secs(600)))
-            .user_agent(format!("runner-manager/{}", crate::VERSION))
-            .build()
-            .into();
+        let agent = |overall: Duration| -> ureq::Agent {
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(Some(Duration::from_secs(15)))
+                .timeout_global(Some(overall))
+                .user_agent(format!("runner-manager/{}", crate::VERSION))
+                .build()
+                .into()
+        };
         Feed {
             api_base: api_base.trim_end_matches('/').to_owned(),
             repo: repo.to_owned(),
-            agent,
+            agent: agent(Duration::from_secs(60)),
+            downloads: agent(Duration::from_secs(30 * 60)),
         }
     }
 
@@ -199,7 +205,7 @@ impl Feed {
     ) -> Result<u64, FeedError> {
         let url = &asset.browser_download_url;
         let resp = self
-            .agent
+            .downloads
             .get(url)
             .header("accept", "application/octet-stream")
             .call()
