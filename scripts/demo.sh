@@ -141,7 +141,8 @@ while :; do
 done
 
 say "done: every job ran on its own ephemeral runner, and no runner is left"
-curl -fsS "$origin/_fake/jobs" | tr '{' '\n' | sed -n 's/.*"conclusion":"\([a-z]*\)".*"name":"\(job-[0-9]*\)".*"runner_name":"\([^"]*\)".*/  \2: \1 on runner \3/p'
+# (The listing has no final newline; GNU sed would keep that off the last line it prints.)
+{ curl -fsS "$origin/_fake/jobs"; echo; } | tr '{' '\n' | sed -n 's/.*"conclusion":"\([a-z]*\)".*"name":"\(job-[0-9]*\)".*"runner_name":"\([^"]*\)".*/  \2: \1 on runner \3/p'
 left=$(curl -fsS "$origin/_fake/runners" | grep -o '"id"' | wc -l || true)
 echo "GitHub now lists $left self-hosted runner(s) for this machine."
 echo "stopping the service and the fake GitHub"

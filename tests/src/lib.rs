@@ -84,6 +84,11 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the service against `gh` and waits until its socket answers.
     pub async fn start(gh: &FakeGitHub) -> Daemon {
+        Daemon::start_with(gh, &[]).await
+    }
+
+    /// [`Daemon::start`] with more `daemon run` arguments.
+    pub async fn start_with(gh: &FakeGitHub, extra: &[&str]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("rm-e2e")
             .tempdir()
@@ -104,6 +109,7 @@ impl Daemon {
             .args(["--credential-store", "file"])
             // Fast passes so a test sees a job picked up in well under a second.
             .args(["--poll-ms", "200", "--tick-ms", "200"])
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log"))

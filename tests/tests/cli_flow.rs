@@ -130,3 +130,54 @@ fn without_a_service_the_cli_says_how_to_start_it() {
     assert!(err.contains("not running"), "{err}");
     assert!(err.contains("runner-manager daemon run"), "{err}");
 }
+
+/// `host show` says how the capacity was chosen and how to change it; adding a target allowed
+/// more runners than the host runs at once says so, with the command that raises it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_capacity_is_explained_where_it_limits() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.ok(&["host", "set-capacity", "1"]).await;
+    let shown = d.ok(&["host", "show"]).await;
+    assert!(
+        shown.contains("host set-capacity"),
+        "host show names the command: {shown}"
+    );
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    if cpus / 2 <= 1 {
+        assert!(
+            shown.contains("the default (half of this machine's"),
+            "{shown}"
+        );
+    } else {
+        assert!(
+            shown.contains("set with `runner-manager host set-capacity`"),
+            "{shown}"
+        );
+    }
+    let added = d
+        .ok(&[
+            "repo",
+            "add",
+            "octo/hello",
+            "--max-runners",
+            "3",
+            "--disabled",
+        ])
+        .await;
+    assert!(
+        added.contains("runs at most 1 runner(s) at once")
+            && added.contains("runner-manager host set-capacity 3"),
+        "{added}"
+    );
+    d.ok(&["host", "set-capacity", "3"]).await;
+    let json: serde_json::Value =
+        serde_json::from_str(&d.ok(&["host", "show", "--json"]).await).unwrap();
+    assert!(
+        json["capacity_note"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty()),
+        "{json}"
+    );
+    d.stop().await.unwrap();
+}

@@ -7,6 +7,15 @@
 //! `--planner` polls at the budget planner's interval for one target (`BudgetPoll`), as the
 //! service does.
 //!
+//! `--pattern isolated|overlapping|long|burst` (default `isolated`, the one-at-a-time stream
+//! above) runs jobs that overlap, on a host of `--capacity` (default 4) slots and a policy of as
+//! many: `overlapping` queues rounds of three `--job-ms` jobs (default 8 s) at 0, 1/5 and 1/2 of
+//! their length (the 40 s jobs at 0, 8, 20 s, scaled); `long` queues a job longer than
+//! every refresh interval (default 35 s) every third of its length, so about three run at once;
+//! `burst` queues `--capacity` jobs at once per round. Each prints queued → spawned (launches
+//! paired with jobs in queueing order), queued → `in_progress`, and the surplus (runners
+//! started − jobs served), which must be 0.
+//!
 //! It also prints what the whole service charged against GitHub's primary rate limit per job
 //! served (the fake's counters, from the lifecycle's start to the last job's cleanup).
 //! `--job-ms MS` sets each job's duration (default 50); `--inventory-refresh-ms MS` overrides
@@ -68,10 +77,15 @@ fn report(what: &str, mut xs: Vec<Duration>) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    let pattern = Pattern::from_args()?;
     let jobs = arg("--jobs", 50)?;
     let poll_ms = arg("--poll-ms", 1000)?;
     let use_planner = std::env::args().any(|a| a == "--planner");
-    let job_ms = arg("--job-ms", 50)?;
+    let job_ms = arg("--job-ms", pattern.default_job_ms())?;
+    let capacity = match pattern {
+        Pattern::Isolated => u32::try_from(arg("--capacity", 2)?)?,
+        _ => u32::try_from(arg("--capacity", 4)?)?,
+    };
     let inventory_refresh_ms = arg("--inventory-refresh-ms", u64::MAX)?;
     let gh = FakeGitHub::start(FakeConfig {
         poll_hold: Duration::from_millis(500),
@@ -95,13 +109,13 @@ async fn main() -> anyhow::Result<()> {
         os: Os::from_std(std::env::consts::OS).ok_or_else(|| anyhow::anyhow!("os"))?,
         arch: Arch::from_std(std::env::consts::ARCH).ok_or_else(|| anyhow::anyhow!("arch"))?,
         label: HostLabel::from_machine_name("bench"),
-        capacity: 2,
+        capacity,
     };
     journal.put_host(&host_row, Some(&data.join("runners")))?;
     let label = host_row.routing_label(&RoutingPrefix::default(), &ProfileName::default());
     let target = Target::parse("octo/bench")?;
     let mut spec = PolicySpec::new(target.clone(), LabelSet::new([label.clone()])?);
-    spec.max_capacity = Some(2);
+    spec.max_capacity = Some(capacity);
     journal.insert_policy(&spec)?;
 
     let store =
@@ -156,6 +170,25 @@ async fn main() -> anyhow::Result<()> {
         let lc = Arc::clone(&lifecycle);
         tokio::spawn(async move { lc.run(rx).await })
     };
+
+    if pattern != Pattern::Isolated {
+        let schedule = pattern.schedule(jobs, job_ms, capacity);
+        let result = run_schedule(&gh, &label, &schedule, &mut events, &data).await;
+        let _ = tx.send(true);
+        let _ = runner.await;
+        let (to_spawn, to_taken, surplus) = result?;
+        println!(
+            "pickup latency, pattern {pattern:?}: {} jobs of {} ms, host capacity {capacity}, 50 ms per request at the fake, poll {}",
+            schedule.len(),
+            job_ms,
+            if use_planner { "by the budget planner".to_string() } else { format!("{poll_ms} ms") }
+        );
+        report("queued -> runner spawned", to_spawn);
+        report("queued -> job in_progress", to_taken);
+        println!("surplus runners (started - jobs served): {surplus}");
+        print_charges(&gh, schedule.len() as u64, job_ms);
+        return Ok(());
+    }
 
     let (mut to_spawn, mut to_taken, mut launch_total) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..jobs {
@@ -242,6 +275,11 @@ async fn main() -> anyhow::Result<()> {
     report("queued -> runner spawned", to_spawn);
     report("queued -> job in_progress", to_taken);
     report("launch (reserve -> starting)", launch_total);
+    print_charges(&gh, jobs, job_ms);
+    Ok(())
+}
+
+fn print_charges(gh: &FakeGitHub, jobs: u64, job_ms: u64) {
     let counters = gh.counters();
     println!(
         "charged requests per job served: {:.2} ({} charged of {} requests, {} jobs of {job_ms} ms)",
@@ -258,5 +296,170 @@ async fn main() -> anyhow::Result<()> {
             c.requests
         );
     }
-    Ok(())
+}
+
+/// How jobs arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pattern {
+    /// One job at a time, each after the previous runner is gone.
+    Isolated,
+    /// Rounds of three jobs at 0, 1/5 and 1/2 of their length.
+    Overlapping,
+    /// Jobs longer than every refresh interval, one every third of their length.
+    Long,
+    /// `capacity` jobs at once per round.
+    Burst,
+}
+
+impl Pattern {
+    fn from_args() -> anyhow::Result<Pattern> {
+        let args: Vec<String> = std::env::args().collect();
+        let Some(i) = args.iter().position(|a| a == "--pattern") else {
+            return Ok(Pattern::Isolated);
+        };
+        match args.get(i + 1).map(String::as_str) {
+            Some("isolated") => Ok(Pattern::Isolated),
+            Some("overlapping") => Ok(Pattern::Overlapping),
+            Some("long") => Ok(Pattern::Long),
+            Some("burst") => Ok(Pattern::Burst),
+            other => anyhow::bail!("--pattern {other:?}: use isolated, overlapping, long or burst"),
+        }
+    }
+
+    fn default_job_ms(self) -> u64 {
+        match self {
+            Pattern::Isolated => 50,
+            Pattern::Overlapping => 8_000,
+            // Longer than the 30 s inventory refresh and every poll interval.
+            Pattern::Long => 35_000,
+            Pattern::Burst => 3_000,
+        }
+    }
+
+    /// (offset from the start, job length) of every job, in queueing order.
+    fn schedule(self, jobs: u64, job_ms: u64, capacity: u32) -> Vec<(Duration, Duration)> {
+        let len = Duration::from_millis(job_ms);
+        let mut out = Vec::new();
+        let mut round_start = Duration::ZERO;
+        while (out.len() as u64) < jobs {
+            match self {
+                // Not scheduled: the isolated stream waits for each job (see `main`).
+                Pattern::Isolated => out.push((round_start, len)),
+                Pattern::Overlapping => {
+                    for offset in [Duration::ZERO, len / 5, len / 2] {
+                        out.push((round_start + offset, len));
+                    }
+                    // The next round once this one has drained.
+                    round_start += len / 2 + len + Duration::from_secs(3);
+                }
+                Pattern::Long => {
+                    out.push((round_start, len));
+                    round_start += len / 3;
+                }
+                Pattern::Burst => {
+                    for _ in 0..capacity {
+                        out.push((round_start, len));
+                    }
+                    round_start += len + Duration::from_secs(3);
+                }
+            }
+        }
+        out.truncate(usize::try_from(jobs).unwrap_or(usize::MAX));
+        out
+    }
+}
+
+/// Queues every job of `schedule` at its offset, pairs launches with jobs in queueing order,
+/// and waits until every job completed and every runtime is gone. Returns queued → spawned,
+/// queued → `in_progress`, and the surplus (launches − jobs served).
+async fn run_schedule(
+    gh: &FakeGitHub,
+    label: &rm_core::Label,
+    schedule: &[(Duration, Duration)],
+    events: &mut tokio::sync::broadcast::Receiver<rm_agent::AgentEvent>,
+    data: &std::path::Path,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>, i64)> {
+    let start = Instant::now();
+    let mut queued: Vec<(Instant, u64)> = Vec::new();
+    let mut launches: Vec<Instant> = Vec::new();
+    let mut taken: std::collections::HashMap<u64, Duration> = std::collections::HashMap::new();
+    let longest = schedule
+        .iter()
+        .map(|(o, l)| *o + *l)
+        .max()
+        .unwrap_or_default();
+    let deadline = start + longest + Duration::from_secs(120);
+    loop {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the schedule did not finish in time"
+        );
+        // Queue what is due.
+        while let Some((offset, len)) = schedule.get(queued.len()) {
+            if start.elapsed() < *offset {
+                break;
+            }
+            let i = queued.len();
+            let run = gh.queue_run(
+                "octo/bench",
+                vec![JobSpec::new(&format!("job-{i}"), &[label.as_str()]).duration(*len)],
+            )?;
+            let job = gh
+                .runs()
+                .into_iter()
+                .find(|r| r.id == run)
+                .and_then(|r| r.job_ids.first().copied())
+                .ok_or_else(|| anyhow::anyhow!("job of run {run}"))?;
+            queued.push((Instant::now(), job));
+        }
+        loop {
+            match events.try_recv() {
+                Ok(ev) => {
+                    if let EventKind::Launched { .. } = ev.kind {
+                        launches.push(Instant::now());
+                    }
+                }
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {
+                    anyhow::bail!("the event channel lagged: launches were missed")
+                }
+                Err(_) => break,
+            }
+        }
+        for (at, job) in &queued {
+            if !taken.contains_key(job)
+                && gh.job(*job).is_some_and(|j| j.status != JobStatus::Queued)
+            {
+                taken.insert(*job, at.elapsed());
+            }
+        }
+        let all_queued = queued.len() == schedule.len();
+        let all_done = all_queued
+            && queued.iter().all(|(_, job)| {
+                gh.job(*job)
+                    .is_some_and(|j| j.status == JobStatus::Completed)
+            });
+        if all_done {
+            let cleaned = std::fs::read_dir(data.join("runners"))?
+                .filter_map(Result::ok)
+                .all(|e| e.file_name().to_string_lossy().starts_with('.'));
+            if cleaned {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let to_spawn = queued
+        .iter()
+        .zip(&launches)
+        .map(|((q, _), l)| l.saturating_duration_since(*q))
+        .collect();
+    let to_taken = queued
+        .iter()
+        .filter_map(|(_, job)| taken.get(job).copied())
+        .collect();
+    let served = queued
+        .iter()
+        .filter(|(_, job)| gh.job(*job).is_some_and(|j| j.runner_name.is_some()))
+        .count();
+    Ok((to_spawn, to_taken, launches.len() as i64 - served as i64))
 }

@@ -4,7 +4,7 @@
 use rm_agent::{
     DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, JitSecret, RunnerStatus, RunnerView,
 };
-use rm_core::{LabelSet, Target, Timestamp};
+use rm_core::{LabelSet, Target, Timestamp, RUNNER_NAME_PREFIX};
 use rm_github::{ExposeSecret, GitHubClient, GitHubError, Gone, JitRequest, Runner};
 
 /// The default runner group ("Default").
@@ -106,6 +106,8 @@ impl GitHubPort for GitHubAdapter {
         Ok(DemandSnapshot {
             jobs: demand.job_demands(),
             is_floor: demand.is_floor,
+            // Learnt by this very poll (or an earlier one) from the same listings.
+            runners_with_jobs: self.client.runners_with_jobs(RUNNER_NAME_PREFIX),
         })
     }
 

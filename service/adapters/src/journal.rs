@@ -95,14 +95,14 @@ impl JournalPort for JournalAdapter {
     }
 
     async fn active_counts(&self) -> Result<ActiveCounts, JournalError> {
-        // One query: the per-policy counts cover every policy id that has an attempt, known
-        // or not, so their sum is the host-wide total (attempts of unknown policies included).
+        // One query: the slot holders of every policy id, known or not, so their count is the
+        // host-wide total (attempts of unknown policies included).
         self.with(|j| {
-            let by_policy = j.active_counts_by_policy()?;
-            let total = by_policy
-                .values()
-                .fold(0u32, |sum, n| sum.saturating_add(*n));
-            Ok(ActiveCounts { by_policy, total })
+            let mut counts = ActiveCounts::default();
+            for a in j.active_attempts()? {
+                counts.add(a.policy_id, a.state, &a.runner_name);
+            }
+            Ok(counts)
         })
         .await
     }

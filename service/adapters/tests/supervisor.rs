@@ -542,3 +542,89 @@ async fn an_idle_host_does_not_read_the_journal_for_ended_runners() {
     assert_eq!(recording.whole_reads.load(Ordering::SeqCst), 1);
     stop(running).await;
 }
+
+/// Holds the lifecycle inside its hook until released, so that a shutdown can be sent while the
+/// lifecycle is busy and every loop ends before the lifecycle looks at its events again.
+struct HoldingHook {
+    hold: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    entered: Arc<Notify>,
+}
+
+impl TargetHook for HoldingHook {
+    fn settle(&self) -> Pin<Box<dyn Future<Output = HookReport> + Send + '_>> {
+        Box::pin(async move {
+            let hold = self.hold.lock().unwrap().take();
+            if let Some(gate) = hold {
+                self.entered.notify_one();
+                let _ = gate.acquire().await;
+            }
+            HookReport::default()
+        })
+    }
+}
+
+/// A loop that ended because shutdown began must not be taken for a retired target that needs
+/// its loop started again, even when the lifecycle sees the loop's end before it sees the
+/// shutdown signal (both are ready when it next looks; `select!` picks either). Repeated, so a
+/// lifecycle that reads only its cached "stopping" flag restarts some loop in some round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loops_ended_by_a_shutdown_are_never_started_again() {
+    const TARGETS: [&str; 4] = ["octo/a", "octo/b", "octo/c", "octo/d"];
+    for round in 0..8 {
+        let w = World::start().await;
+        let journal = journal(&w, &TARGETS);
+        let client = client(&w);
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let entered = Arc::new(Notify::new());
+        let hook = Arc::new(HoldingHook {
+            hold: Mutex::new(None),
+            entered: Arc::clone(&entered),
+        });
+        let wake = Arc::new(Notify::new());
+        let built = Arc::new(AtomicUsize::new(0));
+        let lc = Arc::new(Lifecycle::with_parts(LifecycleParts {
+            journal: journal.clone(),
+            loop_journal: journal.clone(),
+            github: GitHubAdapter::new(client.clone()),
+            host: counting_factory(&w, &client, &built),
+            config: config(fixed(100)),
+            hook: Some(hook.clone()),
+            wake: Arc::clone(&wake),
+        }));
+        let (tx, task) = start(&lc);
+        eventually(Duration::from_secs(10), "every loop running", || {
+            lc.targets().len() == TARGETS.len()
+        })
+        .await;
+        // Park the lifecycle in its hook, then shut down: every loop drains (nothing runs) and
+        // ends while the lifecycle is parked.
+        *hook.hold.lock().unwrap() = Some(Arc::clone(&gate));
+        let mut events = lc.shared().subscribe();
+        let parked = entered.notified();
+        wake.notify_one();
+        parked.await;
+        tx.send(true).unwrap();
+        let mut drained = 0;
+        while drained < TARGETS.len() {
+            let event = tokio::time::timeout(Duration::from_secs(15), events.recv())
+                .await
+                .expect("every loop drains while the lifecycle is parked")
+                .unwrap();
+            if matches!(event.kind, rm_agent::EventKind::Drained { .. }) {
+                drained += 1;
+            }
+        }
+        gate.add_permits(1);
+        let reports = tokio::time::timeout(Duration::from_secs(15), task)
+            .await
+            .expect("the lifecycle drains in time")
+            .unwrap();
+        let mut ended: Vec<String> = reports.iter().map(|(t, _)| t.to_string()).collect();
+        ended.sort();
+        assert_eq!(
+            ended,
+            TARGETS.to_vec(),
+            "round {round}: each loop ends exactly once: {reports:?}"
+        );
+    }
+}

@@ -10,10 +10,10 @@ use crate::ports::{
 };
 use crate::target_loop::TargetLoop;
 use rm_core::{
-    allocate, match_demand_for_runner, AllocationInput, Attempt, FailureReason, Outcome, Policy,
-    PolicyDemand, PolicyState, Timestamp,
+    allocate, match_demand_for_runner, AllocationInput, Attempt, AttemptId, Evidence,
+    FailureReason, Outcome, Policy, PolicyDemand, PolicyId, PolicyState, Timestamp,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -65,6 +65,9 @@ where
             self.set_policy_state(p.id(), PolicyState::Active).await;
         }
         let policies = self.policies();
+        // Our runners GitHub's job listings show with a job: spent supply, even while the
+        // journal still says `starting` or `idle`.
+        let mut has_job = snapshot.runners_with_jobs;
         let mut matched: HashMap<_, u32> = HashMap::new();
         for p in policies.iter().filter(|p| p.state() == PolicyState::Active) {
             let count = match_demand_for_runner(
@@ -82,6 +85,15 @@ where
             });
             matched.insert(p.id(), count.matched);
         }
+        // The runners' own diagnostics are the third source: a Worker log means a job started
+        // (read only when queued jobs could use the runners that do not show one yet).
+        let wanting: Vec<PolicyId> = matched
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(id, _)| *id)
+            .collect();
+        self.note_jobs_from_diagnostics(counts, &wanting, &mut has_job)
+            .await;
         let allocation_with = |counts: &ActiveCounts, host_capacity: u32| {
             allocate(&AllocationInput {
                 host_capacity,
@@ -93,7 +105,12 @@ where
                     .filter(|p| p.enabled())
                     .map(|p| {
                         let demand = matched.get(&p.id()).copied().unwrap_or(0);
-                        PolicyDemand::from_policy(p, demand, counts.of(p.id()))
+                        PolicyDemand::from_policy(
+                            p,
+                            demand,
+                            counts.of(p.id()),
+                            counts.unassigned_of(p.id(), &has_job),
+                        )
                     })
                     .collect(),
             })
@@ -139,7 +156,7 @@ where
             };
             let demand = matched.get(&policy.id()).copied().unwrap_or(0);
             for _ in 0..grant.to_start {
-                match self.reserve(policy, demand).await {
+                match self.reserve(policy, demand, &has_job).await {
                     Some(r) => reservations.push(r),
                     None => break,
                 }
@@ -151,9 +168,42 @@ where
         (true, u32::try_from(launched).unwrap_or(u32::MAX))
     }
 
+    /// Adds to `has_job` the unassigned runners of `policies` whose diagnostics show a job
+    /// started (a `_diag/Worker_*.log`), which neither the journal nor GitHub's listings may
+    /// say yet. One directory read per such runner, and only while queued jobs wait.
+    async fn note_jobs_from_diagnostics(
+        &self,
+        counts: &ActiveCounts,
+        policies: &[PolicyId],
+        has_job: &mut BTreeSet<String>,
+    ) {
+        for policy in policies {
+            let Some(names) = counts.unassigned.get(policy) else {
+                continue;
+            };
+            for name in names {
+                if has_job.contains(name) {
+                    continue;
+                }
+                let Some(id) = AttemptId::from_runner_name(name) else {
+                    continue;
+                };
+                let runtime = self.ports.host.runtime_dir(&id);
+                if self.ports.host.evidence(&runtime).await == Evidence::WorkerLog {
+                    has_job.insert(name.clone());
+                }
+            }
+        }
+    }
+
     /// Step 1: under the host-wide lock, re-read the headroom and, if the policy still gets a
     /// runner, journal the attempt `allocated` before any effect.
-    async fn reserve(&self, policy: &Policy, demand: u32) -> Option<Reservation> {
+    async fn reserve(
+        &self,
+        policy: &Policy,
+        demand: u32,
+        has_job: &BTreeSet<String>,
+    ) -> Option<Reservation> {
         let started = self.now();
         let _guard = self.shared.allocation_lock.lock().await;
         let lock_wait = self.now().duration_since(started);
@@ -176,6 +226,7 @@ where
                 policy,
                 demand,
                 counts.of(policy.id()),
+                counts.unassigned_of(policy.id(), has_job),
             )],
         });
         if grant.total() == 0 {
@@ -425,8 +476,9 @@ where
         }
     }
 
-    /// Whether the policy still wants at least the runners it has, counting the launch being
-    /// retried. An unreadable demand counts as remaining: the retries are bounded anyway.
+    /// Whether the queued jobs (or the warm minimum) still need the runner being launched:
+    /// more than the policy's other runners without a job can serve. An unreadable demand
+    /// counts as remaining: the retries are bounded anyway.
     async fn demand_remains(&self, policy: &Policy) -> bool {
         let Ok(snapshot) = self.ports.github.queued_jobs(&self.target).await else {
             return true;
@@ -443,8 +495,11 @@ where
         )
         .matched;
         let max = policy.max_capacity().unwrap_or(0);
-        let wanted = matched.clamp(policy.min_capacity().min(max), max);
-        let others = counts.of(policy.id()).saturating_sub(1);
+        let wanted = matched.max(policy.min_capacity().min(max));
+        // The launch being retried is one of the unassigned (it is `allocated`).
+        let others = counts
+            .unassigned_of(policy.id(), &snapshot.runners_with_jobs)
+            .saturating_sub(1);
         others < wanted
     }
 

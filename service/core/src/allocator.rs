@@ -1,10 +1,16 @@
 //! How many runners to start, per policy, this pass.
 //!
-//! `to_start = min(clamp(demand, min, max) − active_owned, host_capacity − active_total)`,
-//! never negative. When several policies compete for the host's headroom it is granted in
-//! ascending policy id order, and the grants together never exceed it. The agent re-reads the
-//! headroom under the host-wide allocation lock before each start ([`headroom`]), so two loops
-//! never overshoot together.
+//! `to_start = min(max(demand, min) − unassigned, max − active_owned, host_capacity −
+//! active_total)`, never negative. `unassigned` counts the policy's runners that have not taken
+//! a job yet (allocated, jit_received, starting, idle): they are the supply that can still serve
+//! a queued job. A runner that took a job is supply already spent (its job is no longer queued),
+//! so it never holds back a queued job; it counts against the ceilings only, as every live
+//! attempt does. `min_capacity` (warm runners) is met by unassigned runners only.
+//!
+//! When several policies compete for the host's headroom it is granted in ascending policy id
+//! order, and the grants together never exceed it. The agent re-reads the headroom under the
+//! host-wide allocation lock before each start ([`headroom`]), so two loops never overshoot
+//! together.
 
 use crate::ids::PolicyId;
 use crate::policy::{Policy, PolicyState};
@@ -24,12 +30,16 @@ pub struct PolicyDemand {
     pub min_capacity: u32,
     /// Matching queued jobs (see [`crate::demand`]).
     pub demand: u32,
-    /// This policy's attempts that count against capacity.
+    /// This policy's attempts that count against capacity (every live one, busy or not).
     pub active_owned: u32,
+    /// Of those, the ones that have not taken a job as far as anyone knows (the journal's
+    /// state, GitHub's job listings, the runner's diagnostics): supply for queued jobs.
+    /// Never more than `active_owned` (a larger value is read as `active_owned`).
+    pub unassigned: u32,
 }
 
 impl PolicyDemand {
-    pub fn from_policy(policy: &Policy, demand: u32, active_owned: u32) -> Self {
+    pub fn from_policy(policy: &Policy, demand: u32, active_owned: u32, unassigned: u32) -> Self {
         PolicyDemand {
             policy_id: policy.id(),
             state: policy.state(),
@@ -37,6 +47,7 @@ impl PolicyDemand {
             min_capacity: policy.min_capacity(),
             demand,
             active_owned,
+            unassigned,
         }
     }
 }
@@ -58,7 +69,7 @@ pub struct AllocationInput {
 pub enum Limit {
     /// The policy's wanted count (demand raised to `min_capacity`) was granted in full.
     Demand,
-    /// Demand exceeds `max_capacity`; the grant stops there.
+    /// `max_capacity` stops the grant below what demand asks for.
     MaxCapacity,
     /// The host had fewer free slots than the policy wanted.
     HostCapacity,
@@ -66,7 +77,7 @@ pub enum Limit {
     MonitorOnly,
     /// The policy is not `active`, or the service is not reconciling (paused, shutting down).
     NotReconciling,
-    /// The policy already runs what it wants.
+    /// Runners that have not taken a job yet already cover what the policy wants.
     Satisfied,
 }
 
@@ -127,35 +138,43 @@ fn grant_one(p: &PolicyDemand, reconciling: bool, free: u32) -> (u32, Limit) {
         return (0, Limit::MonitorOnly);
     };
     let min = p.min_capacity.min(max);
-    let wanted = p.demand.clamp(min, max);
-    let capped = p.demand > max;
-    let need = wanted.saturating_sub(p.active_owned);
+    let unassigned = p.unassigned.min(p.active_owned);
+    // What the queued jobs (or the warm minimum) still need beyond the runners that can take
+    // them, and what the policy's ceiling still allows.
+    let need = p.demand.max(min).saturating_sub(unassigned);
+    let room = max.saturating_sub(p.active_owned);
     if need == 0 {
-        let limit = if capped && p.demand > p.active_owned {
-            Limit::MaxCapacity
-        } else {
-            Limit::Satisfied
-        };
-        return (0, limit);
+        return (0, Limit::Satisfied);
     }
-    if free < need {
+    let (wanted, limit) = if room < need {
+        (room, Limit::MaxCapacity)
+    } else {
+        (need, Limit::Demand)
+    };
+    if free < wanted {
         return (free, Limit::HostCapacity);
     }
-    (
-        need,
-        if capped {
-            Limit::MaxCapacity
-        } else {
-            Limit::Demand
-        },
-    )
+    (wanted, limit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A policy whose `owned` runners have none of them taken a job yet.
     fn active(id: i64, max: Option<u32>, min: u32, demand: u32, owned: u32) -> PolicyDemand {
+        busy(id, max, min, demand, owned, 0)
+    }
+
+    /// A policy with `owned` live runners, `busy` of which took a job.
+    fn busy(
+        id: i64,
+        max: Option<u32>,
+        min: u32,
+        demand: u32,
+        owned: u32,
+        busy: u32,
+    ) -> PolicyDemand {
         PolicyDemand {
             policy_id: PolicyId::new(id),
             state: PolicyState::Active,
@@ -163,6 +182,7 @@ mod tests {
             min_capacity: min,
             demand,
             active_owned: owned,
+            unassigned: owned - busy,
         }
     }
 
@@ -266,6 +286,36 @@ mod tests {
             vec![active(1, Some(3), 0, 3, 2), active(2, Some(3), 0, 3, 1)],
         ));
         assert_eq!(a.total(), 0);
+    }
+
+    #[test]
+    fn busy_runners_do_not_hold_back_queued_jobs() {
+        // The reported case: capacity 4, one runner busy on the first job, a second job queued.
+        let g = one(&input(4, 1, vec![busy(1, Some(4), 0, 1, 1, 1)]));
+        assert_eq!((g.to_start, g.limited_by), (1, Limit::Demand));
+        // Two busy, one queued job already has a runner coming up: nothing more to start.
+        let g = one(&input(4, 3, vec![busy(1, Some(4), 0, 1, 3, 2)]));
+        assert_eq!((g.to_start, g.limited_by), (0, Limit::Satisfied));
+        // Busy runners still count against the policy's ceiling and the host's.
+        let g = one(&input(8, 3, vec![busy(1, Some(4), 0, 5, 3, 3)]));
+        assert_eq!((g.to_start, g.limited_by), (1, Limit::MaxCapacity));
+        let g = one(&input(4, 3, vec![busy(1, Some(8), 0, 5, 3, 3)]));
+        assert_eq!((g.to_start, g.limited_by), (1, Limit::HostCapacity));
+    }
+
+    #[test]
+    fn warm_minimum_is_met_by_runners_without_a_job_only() {
+        // min 2: one idle runner and one busy one leave one warm runner to start.
+        let g = one(&input(4, 2, vec![busy(1, Some(3), 2, 0, 2, 1)]));
+        assert_eq!((g.to_start, g.limited_by), (1, Limit::Demand));
+    }
+
+    #[test]
+    fn an_unassigned_count_above_the_owned_one_is_read_as_the_owned_one() {
+        let mut p = active(1, Some(4), 0, 3, 1);
+        p.unassigned = 9;
+        let g = one(&input(4, 1, vec![p]));
+        assert_eq!((g.to_start, g.limited_by), (2, Limit::Demand));
     }
 
     #[test]

@@ -89,6 +89,19 @@ impl AttemptState {
     pub fn counts_against_capacity(self) -> bool {
         !self.is_concluded()
     }
+
+    /// Not concluded and not known to have taken a job (allocated, jit_received, starting,
+    /// idle): such a runner can still serve a queued job, so it is supply the allocator
+    /// subtracts from demand. A busy runner's job is no longer queued.
+    pub fn can_take_a_job(self) -> bool {
+        matches!(
+            self,
+            AttemptState::Allocated
+                | AttemptState::JitReceived
+                | AttemptState::Starting
+                | AttemptState::Idle
+        )
+    }
 }
 
 text_enum! {

@@ -170,6 +170,10 @@ proptest! {
                 .iter()
                 .filter(|(p, s)| *p == i && s.counts_against_capacity())
                 .count() as u32;
+            let unassigned = attempts
+                .iter()
+                .filter(|(p, s)| *p == i && s.can_take_a_job())
+                .count() as u32;
             demands.push(PolicyDemand {
                 policy_id: PolicyId::new(*id),
                 state: *state,
@@ -177,6 +181,7 @@ proptest! {
                 min_capacity: min,
                 demand: *demand,
                 active_owned: owned,
+                unassigned,
             });
         }
         let active_total = attempts.iter().filter(|(_, s)| s.counts_against_capacity()).count() as u32;
@@ -196,7 +201,8 @@ proptest! {
                 None => prop_assert_eq!(g.to_start, 0),
                 Some(max) => {
                     prop_assert!(p.active_owned + g.to_start <= max.max(p.active_owned));
-                    prop_assert!(g.to_start <= p.demand.max(p.min_capacity).saturating_sub(p.active_owned));
+                    // Never more than the jobs (or warm minimum) the unassigned runners leave.
+                    prop_assert!(g.to_start <= p.demand.max(p.min_capacity).saturating_sub(p.unassigned));
                 }
             }
         }
@@ -299,5 +305,58 @@ proptest! {
         prop_assert_eq!(count.matched, want);
         let empty = required.iter().filter(|l| l.is_empty()).count();
         prop_assert_eq!(count.unresolvable.len(), empty);
+    }
+
+    /// Turning a live runner from "no job yet" into "took a job" never lowers the grant, unless
+    /// a ceiling (policy maximum, host capacity) binds; and the grant then equals what the
+    /// ceilings allow. An extra unassigned runner always lowers an unconstrained grant by one
+    /// (it can take one of the queued jobs).
+    #[test]
+    fn busy_runners_never_hold_back_queued_jobs_but_unassigned_ones_do(
+        host_capacity in 0u32..16,
+        max in 0u32..10,
+        min in 0u32..4,
+        demand in 0u32..20,
+        busy in 0u32..10,
+        unassigned in 0u32..10,
+        others in 0u32..6,
+    ) {
+        let owned = busy + unassigned;
+        let policy = |busy: u32, unassigned: u32| PolicyDemand {
+            policy_id: PolicyId::new(1),
+            state: PolicyState::Active,
+            max_capacity: Some(max),
+            min_capacity: min.min(max),
+            demand,
+            active_owned: busy + unassigned,
+            unassigned,
+        };
+        let grant = |busy: u32, unassigned: u32| {
+            let input = AllocationInput {
+                host_capacity,
+                active_total: busy + unassigned + others,
+                reconciling: true,
+                policies: vec![policy(busy, unassigned)],
+            };
+            allocate(&input).grants[0].to_start
+        };
+        let ceiling = max
+            .saturating_sub(owned)
+            .min(host_capacity.saturating_sub(owned + others));
+        let wanted = demand.max(min.min(max));
+
+        // Busy runners leave the whole need to be granted, as far as the ceilings allow.
+        let g = grant(busy, unassigned);
+        prop_assert_eq!(g, wanted.saturating_sub(unassigned).min(ceiling));
+        if unassigned > 0 {
+            // One unassigned runner becoming busy: the grant never shrinks (the ceilings
+            // are the same: every live runner counts against them).
+            prop_assert!(grant(busy + 1, unassigned - 1) >= g);
+        }
+        // One more unassigned runner (in place of nothing): with room to spare and jobs it
+        // can take, it takes exactly one job off the grant.
+        if wanted > unassigned + 1 && ceiling > wanted {
+            prop_assert_eq!(grant(busy, unassigned + 1), g - 1);
+        }
     }
 }

@@ -10,7 +10,7 @@
 
 use crate::client::GitHubClient;
 use crate::models::JobItem;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -105,6 +105,21 @@ impl GitHubClient {
             .lock()
             .get(runner_name)
             .map(|(_, j)| j.clone())
+    }
+
+    /// The runners whose name starts with `prefix` that the listings saw take a job (running
+    /// or done): no longer supply for queued jobs.
+    pub fn runners_with_jobs(&self, prefix: &str) -> BTreeSet<String> {
+        self.inner
+            .runner_jobs
+            .lock()
+            .iter()
+            .filter(|(name, (_, job))| {
+                name.starts_with(prefix)
+                    && (job.status == "in_progress" || job.status == "completed")
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Forgets a runner that is gone (cleaned up).

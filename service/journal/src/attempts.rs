@@ -17,6 +17,15 @@ use crate::error::JournalError;
 use crate::Journal;
 
 const TABLE: &str = "attempts";
+
+/// A slot-holding attempt as the allocator sees it (see [`Journal::active_attempts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveAttempt {
+    /// Its policy; possibly one the journal no longer knows.
+    pub policy_id: PolicyId,
+    pub state: AttemptState,
+    pub runner_name: String,
+}
 const COLUMNS: &str =
     "id, policy_id, runner_name, state, outcome, failure_reason, runner_id, pid, \
                        process_start_time, terminate_intent, created_at_ms, state_changed_at_ms, \
@@ -208,6 +217,38 @@ impl Journal {
         self.run(|conn| {
             let n: i64 = conn.query_row(&sql, [], |r| r.get(0))?;
             int_col(TABLE, "count", "count", n)
+        })
+    }
+
+    /// Every slot-holding attempt as the allocator needs it: its policy (known
+    /// or not), its state and its runner name (so a caller can tell which of
+    /// the runners that have not taken a job by the journal's word have taken
+    /// one by GitHub's). At most a host's capacity of rows.
+    pub fn active_attempts(&mut self) -> Result<Vec<ActiveAttempt>, JournalError> {
+        let sql = format!(
+            "SELECT policy_id, state, runner_name FROM attempts WHERE state IN ({})",
+            active_states_sql()
+        );
+        self.run(|conn| {
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (policy, state, runner_name) = row?;
+                let state: AttemptState = parse_col(TABLE, &runner_name, "state", &state)?;
+                out.push(ActiveAttempt {
+                    policy_id: PolicyId::new(policy),
+                    state,
+                    runner_name,
+                });
+            }
+            Ok(out)
         })
     }
 

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
+pub use attempts::ActiveAttempt;
 pub use error::{JournalError, RefusalReason, CORRUPT_FIX};
 pub use hosts::HostRecord;
 pub use meta::keys as meta_keys;

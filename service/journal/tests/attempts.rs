@@ -363,6 +363,21 @@ fn attempts_of_deleted_policies_survive_and_still_count() {
         by_policy.into_iter().collect::<Vec<_>>(),
         vec![(kept, 2), (gone, 2), (unknown, 1)]
     );
+    // The same slot holders with their states and runner names, for the allocator.
+    let mut active: Vec<(PolicyId, AttemptState, String)> = journal
+        .active_attempts()
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.policy_id, a.state, a.runner_name))
+        .collect();
+    active.sort_by_key(|(_, _, name)| name.clone());
+    let mut expected: Vec<(PolicyId, AttemptState, String)> = rows
+        .iter()
+        .filter(|a| a.counts_against_capacity())
+        .map(|a| (a.policy_id(), a.state(), a.runner_name().to_owned()))
+        .collect();
+    expected.sort_by_key(|(_, _, name)| name.clone());
+    assert_eq!(active, expected);
     assert_eq!(journal.attempts_for_policy(gone).unwrap().len(), 3);
     assert_eq!(journal.uncleaned_attempts().unwrap().len(), 7);
 }

@@ -142,6 +142,29 @@ async fn handler_refusals_arrive_as_typed_api_errors() {
 }
 
 #[tokio::test]
+async fn a_service_without_sign_in_answers_404_naming_the_update() {
+    // The test handler keeps the trait's default sign-in methods, as a service from before
+    // `/v1/sign-in` does: every client method gets a 404 that says to update the service.
+    let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
+    let client = Client::connect(&server.socket).await.unwrap();
+    let answers = [
+        client.start_sign_in(&SignInStart { restart: true }).await,
+        client.sign_in_status().await,
+        client.cancel_sign_in().await,
+    ];
+    for answer in answers {
+        match answer {
+            Err(ClientError::Api {
+                status: 404,
+                code: ErrorCode::NotFound,
+                message,
+            }) => assert!(message.contains("update runner-manager"), "{message}"),
+            other => panic!("expected 404 not_found, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn version_mismatch_names_the_side_to_update_both_ways() {
     // A client that needs a newer API than the service speaks.
     let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;

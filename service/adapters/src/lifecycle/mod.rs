@@ -414,6 +414,9 @@ impl<S: PackageSource + 'static, J: JournalPort + Clone> Lifecycle<S, J> {
         let mut next_sync = self.next_sync(retry_soon);
         let mut next_hook = Instant::now() + self.config.hook_poll;
         loop {
+            // The signal itself, not only the branch below that notices its change: `select!`
+            // may hand us a loop that ended *because* shutdown began before that branch runs.
+            stopping |= *stop.borrow();
             if stopping && set.is_empty() {
                 // A loop made but not started yet still recovers, then drains at once.
                 match to_spawn.try_recv() {
@@ -428,6 +431,7 @@ impl<S: PackageSource + 'static, J: JournalPort + Clone> Lifecycle<S, J> {
                     Ok((lp, report)) => {
                         lock(&self.loops).retain(|l| !Arc::ptr_eq(l, &lp));
                         reports.push((lp.target().clone(), report));
+                        stopping |= *stop.borrow();
                         if !stopping {
                             // A target added back while its old loop was retiring starts now.
                             retry_soon = self.resync().await;

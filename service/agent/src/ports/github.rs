@@ -2,6 +2,7 @@
 
 use crate::secret::JitSecret;
 use rm_core::{JobDemand, LabelSet, Target, Timestamp};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use thiserror::Error;
@@ -12,6 +13,10 @@ pub struct DemandSnapshot {
     pub jobs: Vec<JobDemand>,
     /// The adapter capped how many runs it listed: the real demand may be higher.
     pub is_floor: bool,
+    /// Our runners (by name) that GitHub's job listings show running or having run a job:
+    /// they are not supply for queued jobs, whatever the journal says yet. Free: demand
+    /// reads those listings anyway.
+    pub runners_with_jobs: BTreeSet<String>,
 }
 
 /// A successful `generate-jitconfig`: the registered runner and its one-shot config.

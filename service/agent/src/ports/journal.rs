@@ -1,7 +1,7 @@
 //! The journal port: the single source of truth across crashes, written before every effect.
 
-use rm_core::{Attempt, Policy, PolicyId, Target};
-use std::collections::BTreeMap;
+use rm_core::{Attempt, AttemptState, Policy, PolicyId, Target};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use thiserror::Error;
@@ -13,11 +13,40 @@ pub struct ActiveCounts {
     /// Host-wide, including attempts whose policy is unknown (no ownership proof, but they
     /// hold a slot).
     pub total: u32,
+    /// Per policy, the runner names of the slot holders the journal does not know to have
+    /// taken a job (allocated, jit_received, starting, idle): what can still serve a queued
+    /// job, unless GitHub or the runner already says it took one.
+    pub unassigned: BTreeMap<PolicyId, Vec<String>>,
 }
 
 impl ActiveCounts {
     pub fn of(&self, policy: PolicyId) -> u32 {
         self.by_policy.get(&policy).copied().unwrap_or(0)
+    }
+
+    /// The policy's runners that can still take a queued job: the journal's unassigned ones
+    /// minus those `has_job` names (GitHub's job listings or the runner's diagnostics said
+    /// they took one before the journal caught up).
+    pub fn unassigned_of(&self, policy: PolicyId, has_job: &BTreeSet<String>) -> u32 {
+        let n = self.unassigned.get(&policy).map_or(0, |names| {
+            names.iter().filter(|n| !has_job.contains(*n)).count()
+        });
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Records one slot holder (for journals that count attempt by attempt).
+    pub fn add(&mut self, policy: PolicyId, state: AttemptState, runner_name: &str) {
+        if !state.counts_against_capacity() {
+            return;
+        }
+        *self.by_policy.entry(policy).or_insert(0) += 1;
+        self.total += 1;
+        if state.can_take_a_job() {
+            self.unassigned
+                .entry(policy)
+                .or_default()
+                .push(runner_name.to_owned());
+        }
     }
 }
 

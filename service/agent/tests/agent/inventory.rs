@@ -25,8 +25,10 @@ async fn a_live_runner_within_its_timeouts_is_not_listed_until_its_view_is_stale
     lp.pass().await;
     let a = only_attempt(&h);
     assert_eq!(a.state(), AttemptState::Starting);
+    // It took the job: GitHub lists it busy and the job no longer queued.
     h.github
         .list(a.runner_name(), 100, true, RunnerStatus::Online);
+    h.github.set_jobs(0);
     let before = h.github.inventory_calls();
     for _ in 0..29 {
         h.clock.advance(Duration::from_secs(1));
@@ -90,9 +92,11 @@ async fn a_due_registration_timeout_reads_github_before_terminating() {
     let lp = h.make_loop_with(target(), config);
     lp.pass().await;
     let a = only_attempt(&h);
-    // The runner took its job without being seen registered: GitHub shows it busy.
+    // The runner took its job without being seen registered: GitHub shows it busy (and the
+    // job no longer queued).
     h.github
         .list(a.runner_name(), 100, true, RunnerStatus::Online);
+    h.github.set_jobs(0);
     h.clock.advance(timeouts.registration);
     let before = h.github.inventory_calls();
     lp.pass().await;

@@ -622,3 +622,76 @@ async fn a_job_asking_for_self_hosted_and_the_routing_label_launches() {
         }
     )));
 }
+
+// ------------------------------------------------------------------ supply: busy vs unassigned
+
+/// How many attempts the pass added (beyond the seeded ones).
+fn launched_beyond(h: &Harness, seeded: usize) -> usize {
+    h.journal.attempts().len() - seeded
+}
+
+#[tokio::test]
+async fn a_busy_runner_does_not_hold_back_a_job_queued_after_it() {
+    // Policy max 2, host capacity 4: one runner busy on the first job, a second job queued.
+    let h = Harness::new();
+    let (a, _) = h.seed("busyrunner1", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    let report = lp.pass().await;
+    assert_eq!(report.launched, 1, "the queued job gets its own runner");
+    assert_eq!(launched_beyond(&h, 1), 1);
+    // The ceiling still counts the busy runner: a third job waits for a slot.
+    h.github.set_jobs(2);
+    assert_eq!(lp.pass().await.launched, 0);
+    assert_eq!(h.journal.active(), 2);
+}
+
+#[tokio::test]
+async fn a_runner_that_has_not_taken_a_job_is_supply_for_a_queued_one() {
+    let h = Harness::new();
+    let (a, _) = h.seed("comingup01", AttemptState::Starting);
+    h.github
+        .list(a.runner_name(), 55, false, RunnerStatus::Online);
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 0, "the idle runner takes the job");
+    assert_eq!(launched_beyond(&h, 1), 0);
+}
+
+#[tokio::test]
+async fn github_job_listings_tell_busy_before_the_journal_does() {
+    // The runner took a job (the jobs listing names it) but the inventory has not shown it
+    // busy yet, so the journal still says `idle`: it is not supply.
+    let h = Harness::new();
+    let (a, _) = h.seed("listedbusy", AttemptState::Idle);
+    h.github
+        .list(a.runner_name(), 55, false, RunnerStatus::Online);
+    h.github
+        .state
+        .lock()
+        .unwrap()
+        .runners_with_jobs
+        .insert(a.runner_name().to_owned());
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 1);
+    assert_eq!(
+        h.journal.attempt(a.id()).state(),
+        AttemptState::Idle,
+        "the journal had not caught up: the listing alone decided"
+    );
+}
+
+#[tokio::test]
+async fn the_runners_own_diagnostics_tell_busy_too() {
+    let h = Harness::new();
+    let (a, _) = h.seed("diagbusy01", AttemptState::Starting);
+    h.github
+        .list(a.runner_name(), 55, false, RunnerStatus::Online);
+    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 1);
+}

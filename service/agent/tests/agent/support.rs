@@ -223,9 +223,8 @@ impl JournalPort for FakeJournal {
         let mut st = self.state.lock().unwrap();
         st.counts_reads += 1;
         let mut counts = ActiveCounts::default();
-        for a in st.attempts.values().filter(|a| a.counts_against_capacity()) {
-            *counts.by_policy.entry(a.policy_id()).or_insert(0) += 1;
-            counts.total += 1;
+        for a in st.attempts.values() {
+            counts.add(a.policy_id(), a.state(), a.runner_name());
         }
         Ok(counts)
     }
@@ -260,6 +259,8 @@ pub struct GState {
     /// Runners that finish and leave GitHub right after the next inventory read (the race
     /// between reading the inventory and inspecting the process).
     pub vanish_after_inventory: Vec<String>,
+    /// Runner names the job listings show with a job (GitHub's word, ahead of the inventory).
+    pub runners_with_jobs: std::collections::BTreeSet<String>,
 }
 
 pub struct FakeGitHub {
@@ -340,6 +341,7 @@ impl GitHubPort for FakeGitHub {
         Ok(DemandSnapshot {
             jobs: st.jobs.clone(),
             is_floor: st.is_floor,
+            runners_with_jobs: st.runners_with_jobs.clone(),
         })
     }
 

@@ -94,13 +94,14 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum AuthCommand {
-    /// Sign in with GitHub's device flow and hand the credential to the service.
+    /// Sign in: the service runs GitHub's device flow and keeps the credential; this shows
+    /// the code to enter and waits for approval (Ctrl-C cancels).
     Login {
-        /// GitHub's web origin (a GitHub Enterprise Server host, or a test GitHub)
-        /// [default: the one the service uses].
+        /// Only sign in if the service uses this GitHub web origin (the service decides: change
+        /// it in its config.json).
         #[arg(long, value_name = "URL")]
         web_base: Option<String>,
-        /// The GitHub App's client id [default: the one the service uses].
+        /// Only sign in if the service uses this GitHub App client id.
         #[arg(long, value_name = "ID")]
         client_id: Option<String>,
     },
@@ -274,6 +275,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     &auth::LoginOptions {
                         web_base,
                         client_id,
+                        data_dir: data_dir.clone(),
                     },
                 ),
                 AuthCommand::Status => auth::status(&api),
@@ -517,6 +519,18 @@ fn api_target_command(
                 }
             };
             output::print_api_added(&added, &routing);
+            // A per-target maximum above the host's ceiling is a surprise later ("why only one
+            // runner?"): say it now, with the fix.
+            if let Some(max) = added.max_capacity {
+                let host = api.status()?.host;
+                if max > host.capacity {
+                    println!(
+                        "note: this host runs at most {} runner(s) at once over all targets; to \
+                         run {max} here, raise it with `runner-manager host set-capacity {max}`",
+                        host.capacity
+                    );
+                }
+            }
             Ok(())
         }
         TargetCommand::List { json } => {

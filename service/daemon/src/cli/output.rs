@@ -163,6 +163,9 @@ pub(super) fn print_api_host(h: &rm_proto::HostStatus, as_json: bool) -> Result<
     println!("label:         {}", h.label);
     println!("os/arch:       {}/{}", wire(&h.os), wire(&h.arch));
     println!("capacity:      {} runner(s) at once", h.capacity);
+    if let Some(note) = &h.capacity_note {
+        println!("               {note}");
+    }
     println!("routing label: {}", h.routing_label);
     Ok(())
 }

@@ -2,16 +2,17 @@
 //! (compare-and-set), the loops are woken, and their next pass (which re-reads the policies)
 //! carries it out.
 
-use super::events::{has_targets, learn_login, publish_auth};
+use super::credential::{self, AskGitHub};
+use super::events::publish_auth;
+use super::sign_in::SignIns;
 use super::state::{meta, Daemon};
 use super::status::{self, journal_error};
 use rm_core::{
-    Label, LabelSet, Policy, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
-    WorkspaceMode,
+    Label, LabelSet, Policy, PolicySpec, ProfileName, RoutingPrefix, Target, WorkspaceMode,
 };
 use rm_proto::{
-    ApiError, CredentialPut, Handler, HostCapacity, HostStatus, PauseState, Peer, Status,
-    TargetAdd, TargetRef, TargetStatus, TargetUpdate, WatchStart,
+    ApiError, CredentialPut, Handler, HostCapacity, HostStatus, PauseState, Peer, SignInSession,
+    SignInStart, Status, TargetAdd, TargetRef, TargetStatus, TargetUpdate, WatchStart,
 };
 use secrecy::SecretString;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub const MAX_CAPACITY: u32 = 256;
 pub struct Api {
     pub daemon: Arc<Daemon>,
     pub updater: Arc<crate::update::Updater>,
+    pub sign_in: Arc<SignIns>,
 }
 
 fn millis(m: rm_proto::UnixMillis) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -109,32 +111,6 @@ impl Api {
         self.daemon.wake.notify_one();
         self.daemon.publish_status().await;
     }
-
-    /// A new credential works again: policies parked in `authentication_failed` go back to
-    /// `pending` (their loops resume at the next pass).
-    async fn recover_auth_failed(&self) {
-        for _ in 0..3 {
-            let Ok(policies) = self.policies().await else {
-                return;
-            };
-            let mut conflict = false;
-            for mut p in policies
-                .into_iter()
-                .filter(|p| p.state() == PolicyState::AuthenticationFailed)
-            {
-                if p.transition_to(PolicyState::Pending).is_err() {
-                    continue;
-                }
-                if let Err(e) = self.daemon.journal.with(move |j| j.update_policy(&p)).await {
-                    tracing::debug!(error = %e, "policy changed meanwhile; retrying its recovery");
-                    conflict = true;
-                }
-            }
-            if !conflict {
-                return;
-            }
-        }
-    }
 }
 
 impl Handler for Api {
@@ -169,42 +145,16 @@ impl Handler for Api {
             },
             refresh_expires_at: millis(c.refresh_expires_at),
         };
-        let client = self.daemon.client.clone();
-        tokio::task::spawn_blocking(move || client.set_credential(credential))
-            .await
-            .map_err(|e| ApiError::internal(format!("storing the credential failed: {e}")))?
-            .map_err(|e| {
-                ApiError::service_unavailable(format!(
-                    "the credential could not be stored ({e}): check the service's credential \
-                     store ({}) and sign in again",
-                    self.daemon.store.describe()
-                ))
-            })?;
-        // GitHub says whose credential it is. A host without targets opens no connection, so
-        // there (and when GitHub cannot be asked now) the client's word stands in until the
-        // auth watcher asks GitHub.
-        let learnt = if has_targets(&self.daemon).await {
-            learn_login(&self.daemon).await
-        } else {
-            None
-        };
-        let verified = if learnt.is_some() { "1" } else { "0" };
-        let login = learnt.or_else(|| c.login.clone()).unwrap_or_default();
-        let expires = c.refresh_expires_at.0.to_string();
-        let stored_login = login.clone();
-        self.daemon
-            .journal
-            .with(move |j| {
-                j.meta_set(meta::LOGIN, &login)?;
-                j.meta_set(meta::LOGIN_VERIFIED, verified)?;
-                j.meta_set(meta::SIGN_IN_EXPIRES_MS, &expires)
-            })
-            .await
-            .map_err(journal_error)?;
-        tracing::info!(uid = peer.uid, login = %stored_login, "new GitHub credential stored");
-        self.recover_auth_failed().await;
-        publish_auth(&self.daemon).await;
-        self.changed().await;
+        // The CLI of this version no longer hands credentials over (the service signs in
+        // itself, `POST /v1/sign-in`); the tray or an older CLI may.
+        credential::store(
+            &self.daemon,
+            credential,
+            c.login.clone(),
+            AskGitHub::IfServing,
+            peer.uid,
+        )
+        .await?;
         Ok(())
     }
 
@@ -435,6 +385,29 @@ impl Handler for Api {
         tracing::info!(%peer, apply = request.apply, "update check asked for");
         Ok(self.updater.check(request.apply).await)
     }
+
+    async fn start_sign_in(
+        &self,
+        peer: Peer,
+        request: SignInStart,
+    ) -> Result<SignInSession, ApiError> {
+        self.sign_in.start(request.restart, peer.uid).await
+    }
+
+    async fn sign_in_status(&self, _peer: Peer) -> Result<SignInSession, ApiError> {
+        self.sign_in.current().ok_or_else(no_sign_in)
+    }
+
+    async fn cancel_sign_in(&self, peer: Peer) -> Result<SignInSession, ApiError> {
+        self.sign_in.cancel(peer.uid).ok_or_else(no_sign_in)
+    }
+}
+
+fn no_sign_in() -> ApiError {
+    ApiError::not_found(
+        "no sign-in has been started since the service started: start one with \
+         `runner-manager auth login` (or Sign in in the tray)",
+    )
 }
 
 impl Api {

@@ -6,12 +6,41 @@ use crate::service::MAX_CAPACITY;
 use rm_core::{Arch, Host, HostId, HostLabel, Os};
 use rm_journal::Journal;
 
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
 /// Half the CPUs (at least one): leaves the machine usable while runners work.
 pub fn default_capacity() -> u32 {
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
+    capacity_for(cpus())
+}
+
+fn capacity_for(cpus: usize) -> u32 {
     u32::try_from(cpus / 2).unwrap_or(1).clamp(1, MAX_CAPACITY)
+}
+
+/// How `capacity` came about and how to change it, for `host show` and the tray: a capacity
+/// equal to this machine's default is described as the default.
+pub fn capacity_note(capacity: u32) -> String {
+    capacity_note_for(capacity, cpus())
+}
+
+fn capacity_note_for(capacity: u32, cpus: usize) -> String {
+    let default = capacity_for(cpus);
+    let rule = format!("half of this machine's {cpus} CPUs, at least 1");
+    if capacity == default {
+        format!(
+            "the default ({rule}); change it with `runner-manager host set-capacity N` \
+             (each target's --max-runners still applies)"
+        )
+    } else {
+        format!(
+            "set with `runner-manager host set-capacity`; the default here would be {default} \
+             ({rule})"
+        )
+    }
 }
 
 fn machine_name() -> String {
@@ -78,4 +107,27 @@ pub fn ensure_host(journal: &mut Journal) -> Result<Host, Failure> {
         .put_host(&host, None)
         .map_err(|e| Failure::internal(e.to_string()))?;
     Ok(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_capacity_note_says_how_the_number_was_chosen_and_how_to_change_it() {
+        let note = capacity_note_for(1, 2);
+        assert!(
+            note.starts_with("the default (half of this machine's 2 CPUs"),
+            "{note}"
+        );
+        assert!(note.contains("host set-capacity N"), "{note}");
+        let note = capacity_note_for(4, 2);
+        assert!(
+            note.starts_with("set with `runner-manager host set-capacity`"),
+            "{note}"
+        );
+        assert!(note.contains("would be 1"), "{note}");
+        assert_eq!(capacity_for(16), 8);
+        assert_eq!(capacity_for(1), 1);
+    }
 }

@@ -13,12 +13,14 @@
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
 mod api;
+mod credential;
 mod events;
 mod fleet;
 mod gate;
 pub(crate) mod host_row;
 pub mod operators;
 mod removals;
+mod sign_in;
 mod state;
 mod status;
 
@@ -379,12 +381,17 @@ async fn serve(
         daemon.watch.clone(),
         apply_tx,
     ));
+    let sign_in = Arc::new(sign_in::SignIns::new(
+        Arc::clone(&daemon),
+        options.data_dir.join(CONFIG_FILE),
+    ));
     let (api_stop_tx, mut api_stop_rx) = watch::channel(false);
     let api = tokio::spawn(rm_proto::serve_until(
         listener,
         api::Api {
             daemon: Arc::clone(&daemon),
             updater: Arc::clone(&updater),
+            sign_in: Arc::clone(&sign_in),
         },
         access,
         ServerLimits::default(),
@@ -449,6 +456,8 @@ async fn serve(
     let ending =
         wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop, &mut apply_rx).await?;
     update_task.abort();
+    // No sign-in outlives the service (nor starts while it drains).
+    sign_in.shutdown();
     if matches!(ending, Ending::Stopped) {
         tracing::info!(
             deadline_secs = options.drain_deadline.as_secs(),

@@ -40,7 +40,7 @@ pub fn host_status(host: &Host) -> HostStatus {
         routing_label: host
             .routing_label(&RoutingPrefix::default(), &ProfileName::default())
             .to_string(),
-        capacity_note: None,
+        capacity_note: Some(super::host_row::capacity_note(host.capacity)),
     }
 }
 

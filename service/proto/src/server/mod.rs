@@ -259,8 +259,14 @@ pub async fn serve<H: Handler>(listener: Listener, handler: H, policy: AccessPol
     .await
 }
 
-/// Serves the API on `listener` until `shutdown` completes; then stops accepting and closes the
-/// open connections (watch streams included).
+/// How long open connections get, once `shutdown` completed, to finish the answer in flight:
+/// a watch stream sends what was published before the stop (a sign-in the stop cancelled,
+/// say), then ends cleanly.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves the API on `listener` until `shutdown` completes; then stops accepting, lets open
+/// connections finish their answer in flight (watch streams end after what was published
+/// before the stop) and closes them, within [`STOP_GRACE`].
 pub async fn serve_until<H: Handler>(
     mut listener: Listener,
     handler: H,
@@ -269,13 +275,15 @@ pub async fn serve_until<H: Handler>(
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let all_slots = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(dispatch::Shared {
         service_version: handler.service_version(),
         handler,
         policy,
         limits,
+        stop: stop_rx.clone(),
     });
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -303,6 +311,19 @@ pub async fn serve_until<H: Handler>(
         }
     }
     let _ = stop_tx.send(true);
+    // Every connection holds a slot until it is closed: all slots back means all closed.
+    let closed = slots.acquire_many(all_slots);
+    if tokio::time::timeout(STOP_GRACE + Duration::from_millis(500), closed)
+        .await
+        .is_err()
+    {
+        tracing::debug!("local API connections still open after the stop grace; leaving them");
+    }
+}
+
+/// Resolves once the server stops (the guard `wait_for` returns is not held across awaits).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
 async fn connection<H: Handler>(
@@ -334,8 +355,9 @@ async fn connection<H: Handler>(
         .timer(TokioTimer::new())
         .header_read_timeout(shared.limits.header_read_timeout);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
     tokio::select! {
-        result = conn => {
+        result = conn.as_mut() => {
             if let Err(error) = result {
                 tracing::debug!(%error, %peer, "local API connection ended with an error");
             }
@@ -343,6 +365,10 @@ async fn connection<H: Handler>(
         () = kill.notified() => {
             tracing::info!(%peer, pid = ?peer.pid, "disconnected a watch reader that fell behind");
         }
-        _ = stop.wait_for(|stopped| *stopped) => {}
+        () = stopped(&mut stop) => {
+            // Finish the answer in flight (an idle connection closes at once), bounded.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(STOP_GRACE, conn).await;
+        }
     }
 }
