@@ -491,6 +491,30 @@ async fn a_real_newer_build_is_applied_after_the_busy_runner_finished() {
     let s = client.update_status().await.unwrap();
     assert_eq!(s.state, UpdateState::Updated, "{s:?}");
     assert_eq!(s.previous_version.as_deref(), Some(CURRENT));
+    // A watcher that reconnects after the restart hears "updated to X".
+    let mut watch = client.watch().await.unwrap();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("update_finished after the restart")
+            .unwrap()
+            .unwrap();
+        if let WatchMessage::Event {
+            event:
+                Event::UpdateFinished {
+                    previous_version,
+                    new_version,
+                    ..
+                },
+        } = m
+        {
+            assert_eq!(
+                (previous_version.as_str(), new_version.as_str()),
+                (CURRENT, next.as_str())
+            );
+            break;
+        }
+    }
     // The watchdog confirms the trial.
     eventually(Duration::from_secs(40), "the update confirmed", || {
         fs::read_to_string(w.data_dir().join("update-state.json"))

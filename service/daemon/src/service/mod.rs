@@ -411,6 +411,31 @@ async fn serve(
         }
     }
     let update_task = tokio::spawn(Arc::clone(&updater).run());
+    if let Some(previous) = match &note {
+        swap::StartNote::Trial(r) => Some(r.from.clone()),
+        swap::StartNote::Updated { from } => Some(from.clone()),
+        _ => None,
+    } {
+        // "Updated to X" for the tray, which reconnects after the restart: sent once the
+        // first watcher is there (within a minute), after its snapshot.
+        let d = Arc::clone(&daemon);
+        tokio::spawn(async move {
+            for _ in 0..600 {
+                if d.watch.receiver_count() > 0 {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    d.publish(rm_proto::WatchMessage::Event {
+                        event: rm_proto::Event::UpdateFinished {
+                            at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
+                            previous_version: previous,
+                            new_version: crate::VERSION.to_owned(),
+                        },
+                    });
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
 
     // The loops.
     let mut agent = AgentConfig {
