@@ -67,19 +67,77 @@ fn replace_file(src: &Path, dest: &Path) -> Result<(), String> {
     })
 }
 
+/// A command run where it may write system files. The packaged system unit runs with
+/// `ProtectSystem=strict` (its children inherit that): under systemd, as root, the command runs
+/// as a transient unit of its own (`systemd-run --wait`); elsewhere (a user unit, no service
+/// manager) it runs directly.
+fn outside_sandbox(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Command {
+    let sandboxed = std::env::var_os("INVOCATION_ID").is_some()
+        && crate::paths::is_privileged()
+        && Path::new("/run/systemd/system").exists();
+    if sandboxed {
+        let mut c = Command::new("systemd-run");
+        c.args(["--wait", "--collect", "--quiet", "--pipe"]);
+        for (k, v) in env {
+            c.arg(format!("--setenv={k}={v}"));
+        }
+        c.arg("--").args(args);
+        c
+    } else {
+        let mut c = Command::new(args[0]);
+        c.args(&args[1..]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+}
+
+/// Puts `backup` back at `installed` (`None`: removes it): directly, or for a package's
+/// system files under the packaged unit's sandbox, with `install`/`rm` outside it.
+fn put_back(backup: Option<&Path>, installed: &Path, kind: &str) -> Result<(), String> {
+    let direct = match backup {
+        Some(b) => replace_file(b, installed),
+        None => match std::fs::remove_file(installed) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(format!("cannot remove {}: {e}", installed.display()))
+            }
+            _ => Ok(()),
+        },
+    };
+    if direct.is_ok() || kind != "deb" {
+        return direct;
+    }
+    let mut cmd = match backup {
+        Some(b) => outside_sandbox(
+            &[
+                "install".as_ref(),
+                "-m".as_ref(),
+                "0755".as_ref(),
+                "-T".as_ref(),
+                b.as_os_str(),
+                installed.as_os_str(),
+            ],
+            &[],
+        ),
+        None => outside_sandbox(&["rm".as_ref(), "-f".as_ref(), installed.as_os_str()], &[]),
+    };
+    match cmd.stdin(Stdio::null()).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "cannot restore {}: {}",
+            installed.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot restore {}: {e}", installed.display())),
+    }
+}
+
 /// Puts every recorded file back as it was.
 pub fn restore(record: &UpdateRecord) -> Result<(), String> {
     let mut errors = Vec::new();
     for f in &record.files {
-        let r = match &f.backup {
-            Some(b) => replace_file(b, &f.installed),
-            None => match std::fs::remove_file(&f.installed) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(format!("cannot remove {}: {e}", f.installed.display()))
-                }
-                _ => Ok(()),
-            },
-        };
+        let r = put_back(f.backup.as_deref(), &f.installed, &record.kind);
         if let Err(e) = r {
             errors.push(e);
         }
@@ -201,13 +259,12 @@ fn swap(h: &Handover) -> Result<UpdateRecord, String> {
                 .files
                 .push(backup(&h.data_dir, &tray, "runner-manager-tray")?);
             record::write(&h.data_dir, &record)?;
-            let out = Command::new("dpkg")
-                .arg("--install")
-                .arg(deb)
-                .env(UPDATER_ENV, "1")
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .stdin(Stdio::null())
-                .output();
+            let out = outside_sandbox(
+                &["dpkg".as_ref(), "--install".as_ref(), deb.as_os_str()],
+                &[(UPDATER_ENV, "1"), ("DEBIAN_FRONTEND", "noninteractive")],
+            )
+            .stdin(Stdio::null())
+            .output();
             match out {
                 Ok(o) if o.status.success() => {}
                 Ok(o) => {
