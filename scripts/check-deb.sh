@@ -104,6 +104,14 @@ in_root setpriv --reuid="$uid" --regid="$uid" --clear-groups runner-manager stat
 in_root runner-manager update --check | tee "$t/update.txt"
 grep -q "deb install" "$t/update.txt" || fail "the updater did not detect the .deb install"
 ok "the installed service answers status (root and operators-group member), version $version, deb install detected"
+if [[ ${RM_CHECK_RELEASE_BUILD:-0} == 1 ]]; then
+    # A published build trusts only the built-in key: the test-only override is refused.
+    if in_root runner-manager --data-dir /tmp/x daemon run --update-trust-key /dev/null 2>"$t/key.err"; then
+        fail "a release build accepted --update-trust-key"
+    fi
+    grep -q "refused by release builds" "$t/key.err" || fail "no refusal message: $(cat "$t/key.err")"
+    ok "the release build refuses a test trust key"
+fi
 
 echo "== remove (the service still runs: prerm drains it)"
 in_root dpkg --remove runner-manager | tee "$t/remove.log"

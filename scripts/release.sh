@@ -136,11 +136,9 @@ install -D -m 0755 "$bindir/runner-manager" "$proot/bin/runner-manager"
 install_desktop "$proot"
 # The marker: how the updater recognises a portable install, and which files it owns.
 install -d "$proot/share/runner-manager"
-{
-    printf '{"kind": "portable", "version": "%s", "files": [' "$version"
-    (cd "$proot" && find . -type f | sed 's|^\./||' | sort | sed 's/.*/"&", /' | tr -d '\n')
-    printf '"share/runner-manager/portable.json"]}\n'
-} > "$proot/share/runner-manager/portable.json"
+listed=$(cd "$proot" && find . -type f | sed 's|^\./||' | sort | sed 's/.*/"&", /' | tr -d '\n')
+printf '{"kind": "portable", "version": "%s", "files": [%s"share/runner-manager/portable.json"]}\n' \
+    "$version" "$listed" > "$proot/share/runner-manager/portable.json"
 tar -C "$work/portable" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
     -czf "$out/$pname.tar.gz" "$pname"
 

@@ -164,22 +164,32 @@ fn portable_install(w: &World) -> PathBuf {
 }
 
 fn spawn_updating(w: &World, bin: &Path, key: &Path, mode: &str, feed: &str) -> Daemon {
+    spawn_updating_with(w, bin, key, mode, feed, &[])
+}
+
+fn spawn_updating_with(
+    w: &World,
+    bin: &Path,
+    key: &Path,
+    mode: &str,
+    feed: &str,
+    extra: &[&str],
+) -> Daemon {
     let key = key.to_string_lossy().into_owned();
-    w.spawn_daemon_bin(
-        bin,
-        &[
-            "--update",
-            mode,
-            "--update-api-base",
-            feed,
-            "--update-repo",
-            FEED_REPO,
-            "--update-check-secs",
-            "1",
-            "--update-trust-key",
-            &key,
-        ],
-    )
+    let mut args = vec![
+        "--update",
+        mode,
+        "--update-api-base",
+        feed,
+        "--update-repo",
+        FEED_REPO,
+        "--update-check-secs",
+        "1",
+        "--update-trust-key",
+        &key,
+    ];
+    args.extend_from_slice(extra);
+    w.spawn_daemon_bin(bin, &args)
 }
 
 async fn version_of(socket: &Path) -> Option<String> {
@@ -430,10 +440,19 @@ async fn a_real_newer_build_is_applied_after_the_busy_runner_finished() {
     };
     let w = World::start().await;
     let bin = portable_install(&w);
-    let mut d = spawn_updating(&w, &bin, &keys.public, "auto", &w.gh.origin());
+    // A 1 s stop deadline: only the update's own drain (no deadline) lets the 20 s job finish.
+    let mut d = spawn_updating_with(
+        &w,
+        &bin,
+        &keys.public,
+        "auto",
+        &w.gh.origin(),
+        &["--drain-deadline", "1"],
+    );
     let (client, label) = serving_repo(&w, &mut d, 2).await;
     let mut watch = client.watch().await.unwrap();
-    let job = w.queue_with(&label, 1, Duration::from_secs(5), Behaviour::Succeed)[0];
+    // Longer than the check, download and verification take on a loaded machine.
+    let job = w.queue_with(&label, 1, Duration::from_secs(20), Behaviour::Succeed)[0];
     eventually(Duration::from_secs(20), "the job taken", || {
         w.job_status(job) == Some(JobStatus::InProgress)
     })
@@ -475,8 +494,25 @@ async fn a_real_newer_build_is_applied_after_the_busy_runner_finished() {
         "the job still runs while the update waits"
     );
 
-    wait_version(&w.socket(), &next, Duration::from_secs(90)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while version_of(&w.socket()).await.as_deref() != Some(next.as_str()) {
+        if std::time::Instant::now() > deadline {
+            let log = d.log_text();
+            let tail: Vec<&str> = log.lines().filter(|l| !l.contains("DEBUG")).collect();
+            panic!(
+                "runner-manager {next} never answered; job {:?}; log:\n{}",
+                w.gh.job(job),
+                tail[tail.len().saturating_sub(40)..].join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(w.completed_by_us(job), "the job finished before the swap");
+    assert_eq!(
+        w.gh.job(job).and_then(|j| j.conclusion),
+        Some(rm_testkit::Conclusion::Success),
+        "the job ran to its end"
+    );
     assert_eq!(d.pid(), pid);
     assert!(
         d.child.try_wait().unwrap().is_none(),
