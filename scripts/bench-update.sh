@@ -67,6 +67,8 @@ for run in $(seq "$runs"); do
     printf '{"kind":"portable","version":"%s","files":["bin/runner-manager","share/runner-manager/portable.json"]}\n' \
         "$current" > "$prefix/share/runner-manager/portable.json"
     socket="$tmp/run$run/api.sock"
+    # No release yet: the service starts up to date.
+    curl -fsS -X DELETE "$origin/_fake/releases" >/dev/null
     log="$tmp/run$run/daemon.log"
     "$prefix/bin/runner-manager" --data-dir "$tmp/run$run/data" --socket "$socket" daemon run \
         --credential-store file --api-base "$origin" --web-base "$origin" \
@@ -80,7 +82,6 @@ for run in $(seq "$runs"); do
     }
     wait_for "[[ \$(version) == $current ]]" 30 "the service"
     sleep 1
-    curl -fsS -X DELETE "$origin/_fake/releases" >/dev/null
     curl -fsS -X POST "$origin/_fake/releases" \
         -d "{\"repo\":\"runner-manager/runner-manager\",\"tag\":\"v$next\",\"assets\":$assets}" >/dev/null
     t0=$(now)

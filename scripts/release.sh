@@ -100,7 +100,14 @@ else
     pkgs=(-p rm-daemon)
     [[ -n $tray_pkg ]] && pkgs+=(-p "$tray_pkg")
     (cd "$src" && cargo build --locked --release "${pkgs[@]}")
-    bindir="$CARGO_TARGET_DIR/release"
+    # Shipped stripped, as Debian's packages are (debug info is not for users' disks).
+    bindir="$work/bin"
+    mkdir -p "$bindir"
+    for b in runner-manager runner-manager-tray; do
+        [[ -x $CARGO_TARGET_DIR/release/$b ]] || continue
+        cp "$CARGO_TARGET_DIR/release/$b" "$bindir/$b"
+        strip --strip-unneeded "$bindir/$b"
+    done
 fi
 got=$("$bindir/runner-manager" --version)
 [[ $got == "runner-manager $version" ]] || { echo "release.sh: the binary reports '$got'" >&2; exit 1; }
