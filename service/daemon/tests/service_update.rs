@@ -274,7 +274,8 @@ async fn tampered_foreign_signed_and_older_releases_are_refused_and_change_nothi
     assert_eq!(s.state, UpdateState::UpToDate, "{s:?}");
     assert_eq!(w.gh.counters().endpoint("release_asset").requests, 0);
 
-    // Nothing changed: same binary, same running version, no update record.
+    // Nothing changed: same binary, same running version, no update record, nothing kept.
+    assert!(!w.data_dir().join("updates").join("9.0.2").exists());
     assert_eq!(fs::read(&bin).unwrap(), before);
     assert_eq!(version_of(&w.socket()).await.as_deref(), Some(CURRENT));
     assert!(!w.data_dir().join("update-state.json").exists());
@@ -558,6 +559,10 @@ async fn a_real_newer_build_is_applied_after_the_busy_runner_finished() {
     })
     .await;
     assert!(w.gh.runners().is_empty(), "no registration left");
+    assert!(
+        !w.data_dir().join("updates").exists(),
+        "backups and the download are removed once confirmed"
+    );
     // The new build keeps serving: a job queued now is taken by it.
     let later = w.queue(&label, 1, Duration::from_millis(200))[0];
     eventually(Duration::from_secs(30), "the new build serves", || {

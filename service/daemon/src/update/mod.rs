@@ -203,7 +203,7 @@ impl Updater {
             let next = now().0 + wait.as_millis() as i64;
             self.set(|s| s.next_check = Some(UnixMillis(next)));
             tokio::time::sleep(wait).await;
-            self.check(false).await;
+            self.periodic_check().await;
             let every = self.options.check_every.as_millis() as u64;
             let jitter = every / 10;
             let ms = every - jitter + rand::random_range(0..=2 * jitter);
@@ -211,11 +211,26 @@ impl Updater {
         }
     }
 
-    /// One check; `apply`: apply a newer release whatever the mode (an explicit request).
+    /// An asked-for check (the local API): waits for a check under way, then checks;
+    /// `apply`: apply a newer release whatever the mode.
     pub async fn check(self: &Arc<Self>, apply: bool) -> UpdateStatus {
-        let Ok(_busy) = self.busy.try_lock() else {
+        let _busy = self.busy.lock().await;
+        self.check_now(apply).await
+    }
+
+    /// The periodic check: skipped when another one is under way.
+    async fn periodic_check(self: &Arc<Self>) {
+        if let Ok(_busy) = self.busy.try_lock() {
+            self.check_now(false).await;
+        }
+    }
+
+    /// One check; the caller holds `busy`.
+    async fn check_now(self: &Arc<Self>, apply: bool) -> UpdateStatus {
+        if self.status().state == UpdateState::Applying {
+            // Verified and handed to the service's ending: nothing more to ask.
             return self.status();
-        };
+        }
         if let Err(e) = &self.key {
             let e = e.clone();
             self.fail(None, e, "fix or remove `--update-trust-key`".into());
@@ -383,6 +398,12 @@ impl Updater {
         let staged = match staged {
             Ok(s) => s,
             Err(reason) => {
+                // Nothing refused is kept.
+                let _ = std::fs::remove_dir_all(
+                    self.data_dir
+                        .join(record::UPDATES_DIR)
+                        .join(version.to_string()),
+                );
                 *locked(&self.refused) = Some((version.clone(), reason.clone()));
                 self.fail(
                     Some(&version),

@@ -415,7 +415,8 @@ pub fn confirm(data_dir: &Path) -> Result<bool, String> {
     r.phase = Phase::Done;
     r.at_ms = record::now_ms();
     record::write(data_dir, &r)?;
-    let _ = std::fs::remove_dir_all(rollback_dir(data_dir));
+    // The backups and the staged download are no longer needed.
+    let _ = std::fs::remove_dir_all(data_dir.join(UPDATES_DIR));
     Ok(true)
 }
 
