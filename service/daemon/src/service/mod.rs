@@ -240,6 +240,12 @@ fn updater_options(options: &Options) -> Result<UpdaterOptions, Failure> {
 
 /// Runs the service until a stop signal or an upgrade hand-over.
 pub fn run(options: Options) -> Result<(), Failure> {
+    // First of all, while it surely is the file this process runs (the updater's install
+    // detection; a package manager may replace it any time later).
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| tracing::warn!(error = %e, "this program's own path is unreadable: updates only announced"))
+        .ok();
     // Baseline the installed binary first: a replacement during startup is still noticed.
     let watcher = match UpgradeWatcher::for_current_exe() {
         Ok(w) => Some(w),
@@ -270,7 +276,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
-    let ending = runtime.block_on(serve(options, watcher, stop, note));
+    let ending = runtime.block_on(serve(options, watcher, stop, note, exe));
     // Runner processes are not children we wait for; do not block on stray blocking tasks.
     runtime.shutdown_timeout(Duration::from_secs(2));
     drop(lock);
@@ -297,6 +303,7 @@ async fn serve(
     mut watcher: Option<UpgradeWatcher>,
     stop: Arc<AtomicBool>,
     note: swap::StartNote,
+    exe: Option<PathBuf>,
 ) -> Result<Ending, Failure> {
     let update_options = updater_options(&options)?;
     let mut journal = rm_journal::Journal::open(paths::journal_path(&options.data_dir))
@@ -360,13 +367,17 @@ async fn serve(
         // A login service serves its own user.
         access = access.with_operator(nix::unistd::getuid().as_raw());
     }
-    // The updater (its checks start after the API is up).
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| Failure::internal(format!("cannot find this program's own path: {e}")))?;
-    let installed = tokio::task::spawn_blocking(move || update::install::detect(&exe))
-        .await
-        .map_err(|e| Failure::internal(format!("install detection failed: {e}")))?;
+    // The updater (its checks start after the API is up). Its install is judged by the
+    // binary's path as it was at start (the file may be replaced while the service runs).
+    let installed = match exe {
+        Some(exe) => tokio::task::spawn_blocking(move || update::install::detect(&exe))
+            .await
+            .map_err(|e| Failure::internal(format!("install detection failed: {e}")))?,
+        None => update::install::Installed::Unmanaged {
+            exe: PathBuf::new(),
+            why: "this program's own path could not be read at start".into(),
+        },
+    };
     tracing::info!(
         install = installed.kind().as_str(),
         mode = update_options.mode.as_str(),
