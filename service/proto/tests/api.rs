@@ -293,3 +293,43 @@ async fn bind_socket_sets_the_mode_explicitly_and_replaces_only_stale_sockets() 
     assert!(matches!(err, BindError::NotASocket { .. }), "{err:?}");
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
 }
+
+#[tokio::test]
+async fn host_doctor_and_retry_reach_the_handler() {
+    let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
+    let client = Client::connect(&server.socket).await.unwrap();
+    // A service without the doctor (the recorder keeps the default) says to update it.
+    match client.host_doctor().await {
+        Err(ClientError::Api { code, message, .. }) => {
+            assert_eq!(code, ErrorCode::NotFound);
+            assert!(message.contains("update runner-manager"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let repo = TargetRef::parse("octo/app").unwrap();
+    let retry = TargetUpdate {
+        revision: 7,
+        retry: Some(true),
+        ..TargetUpdate::default()
+    };
+    client.update_target(&repo, &retry).await.unwrap();
+    assert_eq!(
+        server.recorder.last_update.lock().unwrap().clone(),
+        Some((repo, retry))
+    );
+    let report = DoctorReport {
+        at: UnixMillis(1),
+        checks: vec![HostCheck {
+            id: "disk_space".into(),
+            title: "disk".into(),
+            state: CheckState::Warn,
+            required: true,
+            detail: "1.5 GiB free".into(),
+            fix: None,
+        }],
+    };
+    assert!(report.fit(), "a warning does not make the host unfit");
+    let mut unfit = report.clone();
+    unfit.checks[0].state = CheckState::Fail;
+    assert!(!unfit.fit());
+}

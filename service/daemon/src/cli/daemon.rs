@@ -58,6 +58,12 @@ pub struct RunArgs {
     pub idle_timeout_secs: Option<u64>,
     #[arg(long, hide = true)]
     pub stop_grace_ms: Option<u64>,
+    /// The launch back-off's first wait, in ms (tests: minutes of back-off in seconds).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub launch_backoff_ms: Option<u64>,
+    /// The launch back-off's longest wait, in ms.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub launch_backoff_max_ms: Option<u64>,
     /// What to do when a newer release is published: auto (download, verify and apply it;
     /// running jobs finish first), notify (tell, apply when asked), off
     /// [default: config.json's `update`, else auto].
@@ -150,6 +156,8 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         update_repo: args.update_repo,
         update_check_every: args.update_check_secs.map(secs),
         update_trust_key: args.update_trust_key,
+        launch_backoff: args.launch_backoff_ms.map(Duration::from_millis),
+        launch_backoff_max: args.launch_backoff_max_ms.map(Duration::from_millis),
     };
     if let Some(key) = &options.update_trust_key {
         // Refused here already in release builds, with the fix.

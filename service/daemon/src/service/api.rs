@@ -8,11 +8,13 @@ use super::sign_in::SignIns;
 use super::state::{meta, Daemon};
 use super::status::{self, journal_error};
 use rm_core::{
-    Label, LabelSet, Policy, PolicySpec, ProfileName, RoutingPrefix, Target, WorkspaceMode,
+    Label, LabelSet, Policy, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
+    WorkspaceMode,
 };
 use rm_proto::{
-    ApiError, CredentialPut, Handler, HostCapacity, HostStatus, PauseState, Peer, SignInSession,
-    SignInStart, Status, TargetAdd, TargetRef, TargetStatus, TargetUpdate, WatchStart,
+    ApiError, CredentialPut, DoctorReport, Handler, HostCapacity, HostStatus, PauseState, Peer,
+    SignInSession, SignInStart, Status, TargetAdd, TargetRef, TargetStatus, TargetUpdate,
+    WatchStart,
 };
 use secrecy::SecretString;
 use std::sync::Arc;
@@ -293,13 +295,23 @@ impl Handler for Api {
                 .map_err(|e| bad(format!("{e}: send fewer labels")))?;
             policy.set_labels(set);
         }
+        let retry = req.retry == Some(true);
+        if retry {
+            self.prepare_retry(&target, &mut policy).await?;
+        }
         let stored = self
             .daemon
             .journal
             .with(move |j| j.update_policy(&policy))
             .await
             .map_err(journal_error)?;
-        tracing::info!(uid = peer.uid, gh_target = %target.name, revision = stored.revision(), "target updated");
+        if retry {
+            self.daemon
+                .launch
+                .forget(&self.daemon.journal, stored.id())
+                .await;
+        }
+        tracing::info!(uid = peer.uid, gh_target = %target.name, revision = stored.revision(), retry, "target updated");
         self.changed().await;
         self.view(&stored).await
     }
@@ -365,6 +377,12 @@ impl Handler for Api {
         Ok(status::host_status(&host))
     }
 
+    async fn host_doctor(&self, _peer: Peer) -> Result<DoctorReport, ApiError> {
+        let report = self.daemon.doctor.run(&self.daemon).await;
+        self.daemon.publish_status().await;
+        Ok(report)
+    }
+
     async fn pause(&self, peer: Peer) -> Result<PauseState, ApiError> {
         self.set_paused(peer, true).await
     }
@@ -411,6 +429,43 @@ fn no_sign_in() -> ApiError {
 }
 
 impl Api {
+    /// `--retry`: only a target in `repair_required` is retried, and only once the host checks
+    /// pass (a retry that would fail again at once spends the rate limit for nothing). Moves it
+    /// to `pending`; its loop sees it leave `repair_required` and starts counting afresh.
+    async fn prepare_retry(&self, target: &TargetRef, policy: &mut Policy) -> Result<(), ApiError> {
+        match policy.state() {
+            PolicyState::RepairRequired => {}
+            PolicyState::AuthenticationFailed => {
+                return Err(ApiError::conflict(format!(
+                    "{} waits for a working GitHub credential, not for a repair: sign in again                      with `runner-manager auth login`",
+                    target.name
+                )))
+            }
+            state => {
+                return Err(ApiError::conflict(format!(
+                    "{} is {state}, not waiting for repair: there is nothing to retry (failed                      launches are tried again by themselves after a pause; `runner-manager                      status` shows when)",
+                    target.name
+                )))
+            }
+        }
+        let capacity = self.host().await?.capacity;
+        let checks = self.daemon.doctor.run_local(capacity).await;
+        if let Some(c) = rm_core::first_blocking(&checks) {
+            self.daemon.publish_status().await;
+            let fix = c
+                .fix
+                .clone()
+                .unwrap_or_else(|| "see `runner-manager host doctor`".into());
+            return Err(ApiError::conflict(format!(
+                "{} cannot be retried yet: host check '{}' fails: {}; fix: {fix}; then retry",
+                target.name, c.id, c.detail
+            )));
+        }
+        policy
+            .transition_to(PolicyState::Pending)
+            .map_err(|e| ApiError::internal(format!("{e}: the retry was not recorded")))
+    }
+
     async fn set_paused(&self, peer: Peer, paused: bool) -> Result<PauseState, ApiError> {
         let value = if paused { "1" } else { "0" };
         self.daemon

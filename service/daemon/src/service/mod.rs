@@ -14,10 +14,12 @@
 
 mod api;
 mod credential;
+pub mod doctor;
 mod events;
 mod fleet;
 mod gate;
 pub(crate) mod host_row;
+mod launch_health;
 pub mod operators;
 mod removals;
 mod sign_in;
@@ -89,6 +91,9 @@ pub struct Options {
     pub update_check_every: Option<Duration>,
     /// A test-only trusted key (refused by release builds).
     pub update_trust_key: Option<PathBuf>,
+    /// The launch back-off's first and longest wait (tests; default 15 s and 10 min).
+    pub launch_backoff: Option<Duration>,
+    pub launch_backoff_max: Option<Duration>,
 }
 
 /// GitHub endpoints kept in `<data-dir>/config.json` (GitHub Enterprise Server).
@@ -181,10 +186,6 @@ fn build_client(options: &Options, store: Arc<dyn ServiceStore>) -> Result<GitHu
 }
 
 fn host_config(data_dir: &Path) -> Result<rm_runner::RunnerHostConfig, Failure> {
-    let mut config = rm_runner::RunnerHostConfig::new(
-        data_dir.join("cache"),
-        paths::default_runner_root(data_dir),
-    );
     if paths::is_privileged() {
         // Runners never run as root: a per-attempt uid in the runner account's group.
         rm_runner::ensure_runner_account(rm_runner::DEFAULT_RUNNER_ACCOUNT).map_err(|e| {
@@ -193,10 +194,8 @@ fn host_config(data_dir: &Path) -> Result<rm_runner::RunnerHostConfig, Failure> 
                 rm_runner::DEFAULT_RUNNER_ACCOUNT
             ))
         })?;
-    } else {
-        config.run_as = rm_runner::RunAs::ServiceUser;
     }
-    Ok(config)
+    Ok(doctor::host_settings(data_dir))
 }
 
 /// How the daemon ended.
@@ -326,6 +325,7 @@ async fn serve(
     gate.set_paused(paused);
     let wake = Arc::new(Notify::new());
     let removals = Arc::new(removals::Removals::load(&journal).await);
+    let host_config = host_config(&options.data_dir)?;
     let daemon = Arc::new(state::Daemon::new(
         journal.clone(),
         client.clone(),
@@ -333,7 +333,11 @@ async fn serve(
         Arc::clone(&gate),
         Arc::clone(&wake),
         Arc::clone(&removals),
+        doctor::Doctor::new(host_config.clone()),
     ));
+    daemon.launch.restore(&journal).await;
+    // The host checks at start: `status` names an unfit host before anything is launched.
+    let start_checks = tokio::spawn(doctor::run_at_start(Arc::clone(&daemon)));
     // Auth changes inside the client (a renewal GitHub refused) reach watchers within this;
     // `status` reads the client directly, so only the watch stream waits for it.
     let auth_watch = tokio::spawn(events::watch_auth(
@@ -466,6 +470,12 @@ async fn serve(
     if let Some(t) = options.stop_grace {
         agent.stop_grace = t;
     }
+    if let Some(first) = options.launch_backoff {
+        agent.launch_backoff.first_delay = first;
+    }
+    if let Some(max) = options.launch_backoff_max {
+        agent.launch_backoff.max_delay = max;
+    }
     let (fleet_stop_tx, fleet_stop_rx) = watch::channel(false);
     let parts = fleet::FleetParts {
         journal: journal.clone(),
@@ -474,7 +484,7 @@ async fn serve(
             gate: Arc::clone(&gate),
         },
         client: client.clone(),
-        host_config: host_config(&options.data_dir)?,
+        host_config,
         agent,
         poll: options.poll,
         tick: options.tick,
@@ -512,6 +522,7 @@ async fn serve(
     let _ = api_stop_tx.send(true);
     let _ = api.await;
     pump.abort();
+    start_checks.abort();
     events::save_last_contact(&daemon).await;
     auth_watch.abort();
     let _ = std::fs::remove_file(&options.socket);
@@ -678,6 +689,8 @@ mod tests {
             update_repo: None,
             update_check_every: None,
             update_trust_key: None,
+            launch_backoff: None,
+            launch_backoff_max: None,
         }
     }
 

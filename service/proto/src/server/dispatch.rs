@@ -131,6 +131,7 @@ async fn handle<H: Handler>(
             let capacity = parse_body(&body)?;
             json(StatusCode::OK, &h.set_host_capacity(peer, capacity).await?)
         }
+        Route::HostDoctor => json(StatusCode::OK, &h.host_doctor(peer).await?),
         Route::Pause => {
             parse_no_body(&body)?;
             json(StatusCode::OK, &h.pause(peer).await?)

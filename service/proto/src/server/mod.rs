@@ -67,7 +67,7 @@ use crate::error::ApiError;
 use crate::paths::TargetRef;
 use crate::requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetUpdate};
 use crate::signin::{SignInSession, SignInStart};
-use crate::status::{HostStatus, Status, TargetStatus};
+use crate::status::{DoctorReport, HostStatus, Status, TargetStatus};
 use crate::version::VersionInfo;
 use crate::watch::WatchMessage;
 use hyper::server::conn::http1;
@@ -148,6 +148,19 @@ pub trait Handler: Send + Sync + 'static {
         peer: Peer,
         request: HostCapacity,
     ) -> impl Future<Output = Result<HostStatus, ApiError>> + Send;
+
+    /// `GET /v1/host/doctor`: every host check, run now.
+    fn host_doctor(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<DoctorReport, ApiError>> + Send {
+        let _ = peer;
+        async {
+            Err(ApiError::not_found(
+                "this service cannot run the host checks: update runner-manager (the service)",
+            ))
+        }
+    }
 
     /// `POST /v1/pause`.
     fn pause(&self, peer: Peer) -> impl Future<Output = Result<PauseState, ApiError>> + Send;
