@@ -2,8 +2,9 @@
 # Only what the code needs today; the tray's WebKit/GTK stack is added when the tray lands.
 #   libdbus-1-dev                 the keyring crate's Secret Service backend (build)
 #   dbus gnome-keyring libsecret-tools   a real Secret Service for the credential-store tests
+#   minisign                      signs releases (scripts/release.sh) and the update tests' releases
 
-APT_PACKAGES=(build-essential pkg-config libdbus-1-dev dbus gnome-keyring libsecret-tools)
+APT_PACKAGES=(build-essential pkg-config libdbus-1-dev dbus gnome-keyring libsecret-tools minisign)
 
 ensure_build_deps() {
     local missing=()

@@ -20,6 +20,7 @@ pub mod sid;
 pub mod signin;
 pub mod status;
 pub mod time;
+pub mod update;
 pub mod version;
 pub mod watch;
 
@@ -44,6 +45,7 @@ pub use status::{
     TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
+pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};
 pub use version::{
     check_compatibility, VersionInfo, VersionMismatch, API_HEADER, API_VERSION, MIN_CLIENT_API,
     SERVICE_VERSION_HEADER,
@@ -58,6 +60,6 @@ pub use server::bind_socket;
 pub use server::{bind_pipe, PipeListener};
 #[cfg(feature = "server")]
 pub use server::{
-    serve, serve_until, AccessPolicy, BindError, Handler, Listener, Peer, PeerIdentity,
-    ServerLimits, WatchStart,
+    serve, serve_until, AccessPolicy, BindError, GroupMembership, Handler, Listener, Peer,
+    PeerIdentity, ServerLimits, WatchStart,
 };

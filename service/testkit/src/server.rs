@@ -270,6 +270,31 @@ impl FakeGitHub {
         });
     }
 
+    /// Publishes a release of `repo` (`owner/name`) with these assets (name, file served from
+    /// disk); the newest published is `releases/latest`. Returns the release id.
+    pub fn publish_release(
+        &self,
+        repo: &str,
+        tag: &str,
+        assets: &[(String, std::path::PathBuf)],
+    ) -> u64 {
+        let mut w = self.shared.world();
+        let id = w.releases.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+        w.releases.push(crate::world::FakeRelease {
+            id,
+            repo: repo.to_owned(),
+            tag: tag.to_owned(),
+            assets: assets.to_vec(),
+            published_at: chrono::Utc::now(),
+        });
+        id
+    }
+
+    /// Removes every release (the feed answers 404 again).
+    pub fn clear_releases(&self) {
+        self.shared.world().releases.clear();
+    }
+
     // ---- views ----
 
     /// All registered runners (sessions that timed out are swept first).

@@ -23,12 +23,27 @@ pub const SOCKET_FILE: &str = "api.sock";
 /// `<data-dir>/api.sock` when no runtime directory is set.
 pub fn default_socket_path(data_dir: &Path) -> PathBuf {
     if paths::is_privileged() {
-        return PathBuf::from("/run/runner-manager").join(SOCKET_FILE);
+        return PathBuf::from(SYSTEM_SOCKET);
     }
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("runner-manager").join(SOCKET_FILE),
         _ => data_dir.join(SOCKET_FILE),
     }
+}
+
+/// The machine service's socket (a boot service run by root).
+pub const SYSTEM_SOCKET: &str = "/run/runner-manager/api.sock";
+
+/// Where the CLI finds the service unless `--socket` says otherwise: its user's own service
+/// (a login service) when that socket exists, else the machine's boot service, which admits
+/// the operators group's members.
+pub fn client_socket_path(data_dir: &Path) -> PathBuf {
+    let own = default_socket_path(data_dir);
+    let system = PathBuf::from(SYSTEM_SOCKET);
+    if !paths::is_privileged() && !own.exists() && system.exists() {
+        return system;
+    }
+    own
 }
 
 /// A connected client and the runtime that drives it.

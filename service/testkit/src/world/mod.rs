@@ -215,6 +215,16 @@ pub(crate) struct Assignment {
     pub duration: Duration,
 }
 
+/// One published release of a repository: its tag and asset files (served from disk).
+#[derive(Debug, Clone)]
+pub(crate) struct FakeRelease {
+    pub id: u64,
+    pub repo: String,
+    pub tag: String,
+    pub assets: Vec<(String, std::path::PathBuf)>,
+    pub published_at: DateTime<Utc>,
+}
+
 /// Package served by the downloads endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct PackageInfo {
@@ -251,6 +261,8 @@ pub(crate) struct World {
     /// Every request counted, in order, the newest [`REQUEST_LOG_CAPACITY`].
     pub request_log: std::collections::VecDeque<crate::types::LoggedRequest>,
     pub package: Option<PackageInfo>,
+    /// Published releases (the release feed, `http/releases.rs`), oldest first.
+    pub releases: Vec<FakeRelease>,
     pub access_lifetime: Duration,
     pub refresh_lifetime: Duration,
     pub device_interval: Duration,
@@ -320,6 +332,7 @@ impl World {
             rate: HashMap::new(),
             rate_limit: config.rate_limit,
             initial_remaining: None,
+            releases: Vec::new(),
             faults: Vec::new(),
             counters: Counters::default(),
             request_log: std::collections::VecDeque::new(),
