@@ -2,8 +2,8 @@
 //! (compare-and-set), the loops are woken, and their next pass (which re-reads the policies)
 //! carries it out.
 
+use super::auth_watch::publish_auth;
 use super::credential::{self, AskGitHub};
-use super::events::publish_auth;
 use super::sign_in::SignIns;
 use super::state::{meta, Daemon};
 use super::status::{self, journal_error};
@@ -126,7 +126,7 @@ impl Handler for Api {
 
     async fn watch(&self, _peer: Peer) -> Result<WatchStart, ApiError> {
         // Subscribe first: a change between the two is seen twice rather than missed.
-        let events = self.daemon.watch.subscribe();
+        let events = self.daemon.watchers.subscribe();
         let snapshot = status::build(&self.daemon).await?;
         Ok(WatchStart { snapshot, events })
     }

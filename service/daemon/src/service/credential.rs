@@ -3,7 +3,7 @@
 //! ([`super::sign_in`]). The client stores it (the credential store of the start mode) and uses
 //! it at once; the journal records whose it is; policies parked by a refused credential resume.
 
-use super::events::{has_targets, learn_login, publish_auth};
+use super::auth_watch::{has_targets, learn_login, publish_auth};
 use super::state::{meta, Daemon};
 use super::status::journal_error;
 use rm_core::PolicyState;

@@ -2,7 +2,7 @@
 //! plus whether GitHub answers and takes the credential), run at start, on `GET
 //! /v1/host/doctor` and before a retry; the last results are what `status` shows in
 //! `host_checks`. The loops run the required runner checks themselves before a launch after a
-//! failure; their results are merged in here ([`Doctor::note_loop_checks`]).
+//! failure; their results are merged in here ([`Doctor::on_event`]).
 //!
 //! GitHub is asked with `GET /rate_limit`, which GitHub does not charge, and only while the
 //! host has a target: a host without targets stays off the network.
@@ -227,9 +227,15 @@ impl Doctor {
         }
     }
 
-    /// A loop ran the runner checks before a launch.
-    pub fn note_loop_checks(&self, checks: &[HostCheck]) {
-        self.merge(checks);
+    /// Learns from a loop that ran the runner checks before a launch; true when it did.
+    pub fn on_event(&self, event: &rm_agent::AgentEvent) -> bool {
+        match &event.kind {
+            rm_agent::EventKind::HostChecked { checks } => {
+                self.merge(checks);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The runner checks and the capacity advice, run now (off the async threads).

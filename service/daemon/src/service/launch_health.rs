@@ -7,7 +7,7 @@
 //! `repair_required` across a restart, and so does the reason it needs repair. A back-off in
 //! progress is not kept (the loops start counting again after a restart).
 
-use super::events::fix_for;
+use super::failure_log::fix_for;
 use rm_adapters::JournalAdapter;
 use rm_agent::{AgentEvent, EventKind, LaunchCause};
 use rm_core::{FailureReason, Policy, PolicyId, PolicyState, Target, Timestamp};

@@ -13,21 +13,28 @@
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
 mod api;
+mod auth_watch;
+mod contact;
 mod credential;
+mod demand_view;
 pub mod doctor;
 mod events;
+mod failure_log;
 mod fleet;
 mod gate;
+mod health_watch;
 pub(crate) mod host_row;
 mod launch_health;
 pub mod operators;
 mod removals;
+mod runner_events;
 mod sign_in;
 mod state;
 mod status;
+mod watchers;
 
 pub use api::MAX_CAPACITY;
-pub use events::fix_for;
+pub use failure_log::fix_for;
 
 use crate::exit::{ExitCode, Failure};
 use crate::lock::InstanceLock;
@@ -326,26 +333,26 @@ async fn serve(
     let wake = Arc::new(Notify::new());
     let removals = Arc::new(removals::Removals::load(&journal).await);
     let host_config = host_config(&options.data_dir)?;
-    let daemon = Arc::new(state::Daemon::new(
-        journal.clone(),
-        client.clone(),
-        Arc::clone(&store),
-        Arc::clone(&gate),
-        Arc::clone(&wake),
-        Arc::clone(&removals),
-        doctor::Doctor::new(host_config.clone()),
-    ));
+    let daemon = Arc::new(state::Daemon::new(state::Parts {
+        journal: journal.clone(),
+        client: client.clone(),
+        store: Arc::clone(&store),
+        gate: Arc::clone(&gate),
+        wake: Arc::clone(&wake),
+        removals: Arc::clone(&removals),
+        doctor: doctor::Doctor::new(host_config.clone()),
+    }));
     daemon.launch.restore(&journal).await;
     // The host checks at start: `status` names an unfit host before anything is launched.
     let start_checks = tokio::spawn(doctor::run_at_start(Arc::clone(&daemon)));
     // Auth changes inside the client (a renewal GitHub refused) reach watchers within this;
     // `status` reads the client directly, so only the watch stream waits for it.
-    let auth_watch = tokio::spawn(events::watch_auth(
+    let auth_watch = tokio::spawn(auth_watch::watch_auth(
         Arc::clone(&daemon),
         Duration::from_secs(5),
     ));
     // GitHub's health reaches watchers as it changes (the client signals it).
-    let health_watch = tokio::spawn(events::watch_health(Arc::clone(&daemon)));
+    let health_watch = tokio::spawn(health_watch::watch_health(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -395,7 +402,7 @@ async fn serve(
         options.data_dir.clone(),
         installed,
         &note,
-        daemon.watch.clone(),
+        daemon.watchers.sender(),
         apply_tx,
     ));
     let sign_in = Arc::new(sign_in::SignIns::new(
@@ -438,14 +445,12 @@ async fn serve(
         let d = Arc::clone(&daemon);
         tokio::spawn(async move {
             for _ in 0..600 {
-                if d.watch.receiver_count() > 0 {
+                if d.watchers.any() {
                     tokio::time::sleep(Duration::from_millis(200)).await;
-                    d.publish(rm_proto::WatchMessage::Event {
-                        event: rm_proto::Event::UpdateFinished {
-                            at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
-                            previous_version: previous,
-                            new_version: crate::VERSION.to_owned(),
-                        },
+                    d.watchers.event(rm_proto::Event::UpdateFinished {
+                        at: watchers::now(),
+                        previous_version: previous,
+                        new_version: crate::VERSION.to_owned(),
                     });
                     return;
                 }
@@ -525,7 +530,7 @@ async fn serve(
     let _ = api.await;
     pump.abort();
     start_checks.abort();
-    events::save_last_contact(&daemon).await;
+    daemon.contact.save(&daemon.journal).await;
     auth_watch.abort();
     health_watch.abort();
     let _ = std::fs::remove_file(&options.socket);
@@ -614,12 +619,10 @@ async fn wait_for_ending(
     let version = match &trigger {
         Ok(version) => {
             tracing::info!(%version, "a newer runner-manager is installed: no new runners; waiting for the active ones (no deadline)");
-            daemon.publish(rm_proto::WatchMessage::Event {
-                event: rm_proto::Event::UpdateReady {
-                    at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
-                    current_version: crate::VERSION.to_string(),
-                    new_version: version.clone(),
-                },
+            daemon.watchers.event(rm_proto::Event::UpdateReady {
+                at: watchers::now(),
+                current_version: crate::VERSION.to_string(),
+                new_version: version.clone(),
             });
             version.clone()
         }

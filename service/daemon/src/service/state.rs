@@ -1,21 +1,23 @@
-//! What the API handler and the event pump share: the journal, the GitHub client, the
-//! credential store, the launch gate, the watch broadcast and what events taught us (demand
-//! per policy, recent failures, launch problems, the host checks).
+//! The daemon's shared parts: the infrastructure every handler needs (journal, GitHub client,
+//! credential store, launch gate, the loops' waker, pending removals) and the parts that own a
+//! piece of state, each behind its own small API: the watch stream's fan-out, the failure log,
+//! the demand view, the last GitHub contact, the launch problems and the host checks. The API
+//! handler asks; the event pump feeds the owners; the status projection reads them.
 
+use super::contact::Contact;
+use super::demand_view::DemandView;
 use super::doctor::Doctor;
+use super::failure_log::FailureLog;
 use super::gate::Gate;
 use super::launch_health::LaunchProblems;
 use super::removals::Removals;
+use super::watchers::Watchers;
 use crate::store::ServiceStore;
 use rm_adapters::JournalAdapter;
 use rm_github::GitHubClient;
-use rm_proto::{Demand, Failure, WatchMessage};
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tokio::sync::{broadcast, Notify};
-
-/// How many recent failures the status keeps.
-pub const RECENT_FAILURES: usize = 20;
+use rm_proto::WatchMessage;
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 /// Journal meta keys the daemon owns (never secrets).
 pub mod meta {
@@ -31,109 +33,66 @@ pub mod meta {
     pub const PAUSED: &str = "daemon_paused";
 }
 
-pub struct Daemon {
+/// What `Daemon::new` is built from.
+pub struct Parts {
     pub journal: JournalAdapter,
     pub client: GitHubClient,
     pub store: Arc<dyn ServiceStore>,
     pub gate: Arc<Gate>,
     pub wake: Arc<Notify>,
     pub removals: Arc<Removals>,
-    /// The host checks' last results.
     pub doctor: Doctor,
-    /// Why targets are not launching (the loops' back-off).
-    pub launch: LaunchProblems,
-    pub watch: broadcast::Sender<WatchMessage>,
-    demand: Mutex<HashMap<i64, Demand>>,
-    failures: Mutex<VecDeque<Failure>>,
-    /// The last pass that reached GitHub (ms since the epoch), ahead of the journal, which is
-    /// written at most once a minute and at shutdown (each write is an fsync).
-    last_contact: Mutex<Option<i64>>,
 }
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+pub struct Daemon {
+    pub journal: JournalAdapter,
+    pub client: GitHubClient,
+    pub store: Arc<dyn ServiceStore>,
+    /// Launching paused by the operator, or held for an upgrade.
+    pub gate: Arc<Gate>,
+    /// Tells the loops to re-read the journal now (after an API change).
+    pub wake: Arc<Notify>,
+    /// Targets being removed (their runners still finishing).
+    pub removals: Arc<Removals>,
+    /// The watch stream's readers.
+    pub watchers: Watchers,
+    /// Recent runner failures with their fixes.
+    pub failures: FailureLog,
+    /// Queued jobs per policy, from the demand polls.
+    pub demand: DemandView,
+    /// The last pass that reached GitHub.
+    pub contact: Contact,
+    /// Why targets are not launching (back-off, repair, refusals).
+    pub launch: LaunchProblems,
+    /// The host checks' last results.
+    pub doctor: Doctor,
 }
 
 impl Daemon {
-    pub fn new(
-        journal: JournalAdapter,
-        client: GitHubClient,
-        store: Arc<dyn ServiceStore>,
-        gate: Arc<Gate>,
-        wake: Arc<Notify>,
-        removals: Arc<Removals>,
-        doctor: Doctor,
-    ) -> Daemon {
-        let (watch, _) = broadcast::channel(256);
+    pub fn new(parts: Parts) -> Daemon {
         Daemon {
-            journal,
-            client,
-            store,
-            gate,
-            wake,
-            removals,
-            doctor,
+            demand: DemandView::new(&parts.client),
+            journal: parts.journal,
+            client: parts.client,
+            store: parts.store,
+            gate: parts.gate,
+            wake: parts.wake,
+            removals: parts.removals,
+            watchers: Watchers::default(),
+            failures: FailureLog::default(),
+            contact: Contact::default(),
             launch: LaunchProblems::default(),
-            watch,
-            demand: Mutex::new(HashMap::new()),
-            failures: Mutex::new(VecDeque::new()),
-            last_contact: Mutex::new(None),
+            doctor: parts.doctor,
         }
     }
 
-    /// A pass reached GitHub at `at_ms`.
-    pub fn note_contact(&self, at_ms: i64) {
-        *locked(&self.last_contact) = Some(at_ms);
-    }
-
-    /// The last contact seen by this process, if any (the journal holds older ones).
-    pub fn last_contact(&self) -> Option<i64> {
-        *locked(&self.last_contact)
-    }
-
-    pub fn set_demand(&self, policy: i64, demand: Demand) {
-        locked(&self.demand).insert(policy, demand);
-    }
-
-    pub fn demand(&self, policy: i64) -> Demand {
-        locked(&self.demand)
-            .get(&policy)
-            .copied()
-            .unwrap_or_default()
-    }
-
-    /// Newest first, at most [`RECENT_FAILURES`]. A failure already recorded for the same
-    /// attempt and reason (a failed launch is reported, then concluded) is not added again;
-    /// returns whether it was added.
-    pub fn push_failure(&self, failure: Failure) -> bool {
-        let mut f = locked(&self.failures);
-        let seen = failure.attempt_id.is_some()
-            && f.iter()
-                .any(|old| old.attempt_id == failure.attempt_id && old.reason == failure.reason);
-        if seen {
-            return false;
-        }
-        f.push_front(failure);
-        f.truncate(RECENT_FAILURES);
-        true
-    }
-
-    pub fn failures(&self) -> Vec<Failure> {
-        locked(&self.failures).iter().cloned().collect()
-    }
-
-    /// Publishes to every watch reader (none is fine).
-    pub fn publish(&self, message: WatchMessage) {
-        let _ = self.watch.send(message);
-    }
-
-    /// Publishes the full status again (after a change).
+    /// Publishes the full status again (after a change), when anyone watches.
     pub async fn publish_status(&self) {
-        if self.watch.receiver_count() == 0 {
+        if !self.watchers.any() {
             return;
         }
         match super::status::build(self).await {
-            Ok(status) => self.publish(WatchMessage::Changed {
+            Ok(status) => self.watchers.publish(WatchMessage::Changed {
                 status: Box::new(status),
             }),
             Err(e) => tracing::warn!(error = %e, "status could not be built for the watchers"),

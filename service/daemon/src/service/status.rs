@@ -62,7 +62,7 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
         min_capacity: policy.min_capacity(),
         labels,
         revision: policy.revision(),
-        demand: daemon.demand(policy.id().get()),
+        demand: daemon.demand.of(policy.id().get()),
         active_runners: active,
         problem: daemon.launch.problem(policy),
     }
@@ -97,7 +97,7 @@ fn runner_status(
             .cloned()
             .unwrap_or_default(),
         state,
-        job: job_of(daemon, attempt.runner_name()),
+        job: job_of(&daemon.client, attempt.runner_name()),
         since: UnixMillis(attempt.state_changed_at().as_millis()),
     }
 }
@@ -105,8 +105,8 @@ fn runner_status(
 /// The job a runner took, as the demand polls saw it: GitHub's jobs listing names the runner
 /// of each assigned job, and demand reads those listings anyway, so this costs no request.
 /// `None` until a poll has seen the runner take a job.
-pub fn job_of(daemon: &Daemon, runner_name: &str) -> Option<JobRef> {
-    daemon.client.job_of_runner(runner_name).map(|j| JobRef {
+pub fn job_of(client: &rm_github::GitHubClient, runner_name: &str) -> Option<JobRef> {
+    client.job_of_runner(runner_name).map(|j| JobRef {
         id: Some(j.job_id),
         name: j.name,
         run_id: Some(j.run_id),
@@ -251,14 +251,15 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         targets,
         // This process's contact is newer than the journal's copy (written once a minute).
         last_github_contact: daemon
-            .last_contact()
+            .contact
+            .last()
             .or_else(|| read.last_contact.and_then(|v| v.parse().ok()))
             .map(UnixMillis),
         budget: budget(
             daemon,
             &distinct.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         ),
-        recent_failures: daemon.failures(),
+        recent_failures: daemon.failures.list(),
         github: Some(github_endpoints(daemon)),
         github_health: github_health(daemon),
         host_checks: daemon.doctor.checks(),

@@ -13,7 +13,7 @@ mod words;
 
 use super::state::Daemon;
 use rm_github::{DeviceCode, DeviceFlow, DeviceFlowError};
-use rm_proto::{ApiError, Event, SignInSession, SignInState, UnixMillis, WatchMessage};
+use rm_proto::{ApiError, Event, SignInSession, SignInState, UnixMillis};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -292,10 +292,8 @@ impl Inner {
 
     /// Tells watchers (published under the slot's lock, so they see changes in order).
     fn publish(&self, session: &SignInSession) {
-        self.daemon.publish(WatchMessage::Event {
-            event: Event::SignInProgress {
-                session: session.clone(),
-            },
+        self.daemon.watchers.event(Event::SignInProgress {
+            session: session.clone(),
         });
     }
 
