@@ -65,9 +65,6 @@ where
             self.set_policy_state(p.id(), PolicyState::Active).await;
         }
         let policies = self.policies();
-        // Our runners GitHub's job listings show with a job: spent supply, even while the
-        // journal still says `starting` or `idle`.
-        let mut has_job = snapshot.runners_with_jobs;
         let mut matched: HashMap<_, u32> = HashMap::new();
         for p in policies.iter().filter(|p| p.state() == PolicyState::Active) {
             let count = match_demand_for_runner(
@@ -92,8 +89,19 @@ where
             .filter(|(_, n)| **n > 0)
             .map(|(id, _)| *id)
             .collect();
-        self.note_jobs_from_diagnostics(counts, &wanting, &mut has_job)
-            .await;
+        let jobs = JobKnowledge {
+            diagnosed: self
+                .jobs_from_diagnostics(counts, &wanting, &snapshot.runners_with_jobs)
+                .await,
+            listed: snapshot.runners_with_jobs,
+        };
+        let has_job = jobs.has_job();
+        // The queued jobs the runners without a job still have to serve: the listings' count,
+        // less the jobs the listings have not caught up with (see `JobKnowledge::lagging`).
+        let demand_of = |counts: &ActiveCounts, p: &Policy| {
+            let listed = matched.get(&p.id()).copied().unwrap_or(0);
+            listed.saturating_sub(jobs.lagging(counts, p.id()))
+        };
         let allocation_with = |counts: &ActiveCounts, host_capacity: u32| {
             allocate(&AllocationInput {
                 host_capacity,
@@ -104,10 +112,9 @@ where
                     .iter()
                     .filter(|p| p.enabled())
                     .map(|p| {
-                        let demand = matched.get(&p.id()).copied().unwrap_or(0);
                         PolicyDemand::from_policy(
                             p,
-                            demand,
+                            demand_of(counts, p),
                             counts.of(p.id()),
                             counts.unassigned_of(p.id(), &has_job),
                         )
@@ -157,7 +164,7 @@ where
             };
             // Back-off and host checks (`launch_backoff`): after a failure, one at a time.
             let allowed = self.launch_gate(policy, &mut fitness).await;
-            let demand = matched.get(&policy.id()).copied().unwrap_or(0);
+            let demand = demand_of(counts, policy);
             for _ in 0..grant.to_start.min(allowed) {
                 match self.reserve(policy, demand, &has_job).await {
                     Some(r) => reservations.push(r),
@@ -171,32 +178,31 @@ where
         (true, u32::try_from(launched).unwrap_or(u32::MAX))
     }
 
-    /// Adds to `has_job` the unassigned runners of `policies` whose diagnostics show a job
-    /// started (a `_diag/Worker_*.log`), which neither the journal nor GitHub's listings may
-    /// say yet. One directory read per such runner, and only while queued jobs wait.
-    async fn note_jobs_from_diagnostics(
+    /// The unassigned runners of `policies` that the listings do not show with a job but whose
+    /// diagnostics show one started (a `_diag/Worker_*.log`). One directory read per such
+    /// runner, and only while queued jobs wait.
+    async fn jobs_from_diagnostics(
         &self,
         counts: &ActiveCounts,
         policies: &[PolicyId],
-        has_job: &mut BTreeSet<String>,
-    ) {
+        listed: &BTreeSet<String>,
+    ) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
         for policy in policies {
             let Some(names) = counts.unassigned.get(policy) else {
                 continue;
             };
-            for name in names {
-                if has_job.contains(name) {
-                    continue;
-                }
+            for name in names.iter().filter(|n| !listed.contains(*n)) {
                 let Some(id) = AttemptId::from_runner_name(name) else {
                     continue;
                 };
                 let runtime = self.ports.host.runtime_dir(&id);
                 if self.ports.host.evidence(&runtime).await == Evidence::WorkerLog {
-                    has_job.insert(name.clone());
+                    found.insert(name.clone());
                 }
             }
         }
+        found
     }
 
     /// Step 1: under the host-wide lock, re-read the headroom and, if the policy still gets a
@@ -502,11 +508,16 @@ where
             snapshot.is_floor,
         )
         .matched;
+        let jobs = JobKnowledge {
+            listed: snapshot.runners_with_jobs,
+            diagnosed: BTreeSet::new(),
+        };
         let max = policy.max_capacity().unwrap_or(0);
-        let wanted = matched.max(policy.min_capacity().min(max));
+        let queued = matched.saturating_sub(jobs.lagging(&counts, policy.id()));
+        let wanted = queued.max(policy.min_capacity().min(max));
         // The launch being retried is one of the unassigned (it is `allocated`).
         let others = counts
-            .unassigned_of(policy.id(), &snapshot.runners_with_jobs)
+            .unassigned_of(policy.id(), &jobs.has_job())
             .saturating_sub(1);
         others < wanted
     }
@@ -540,5 +551,43 @@ where
             });
             self.clean(&mut attempt).await;
         }
+    }
+}
+
+/// Which of our runners took a job, by source, for one pass. GitHub's job listings were read
+/// with the demand count, so the two agree; the journal's `busy` (from the runner inventory)
+/// and the runners' own diagnostics can be ahead of the listings. A runner that took a job is
+/// no supply for a queued one, whoever says so first; but while the listings do not show its
+/// job taken, that job is most likely still in the queued count, so it is taken off the
+/// demand as well. Otherwise the pass would start a runner for a job already being run: a
+/// surplus runner that idles until its timeout.
+struct JobKnowledge {
+    /// Runners the job listings show with a job (running or done).
+    listed: BTreeSet<String>,
+    /// Runners whose diagnostics show a job started.
+    diagnosed: BTreeSet<String>,
+}
+
+impl JobKnowledge {
+    /// Every runner known to have taken a job.
+    fn has_job(&self) -> BTreeSet<String> {
+        self.listed.union(&self.diagnosed).cloned().collect()
+    }
+
+    /// The policy's runners that took a job by the journal's or their diagnostics' word but
+    /// not (yet) by the listings'.
+    fn lagging(&self, counts: &ActiveCounts, policy: PolicyId) -> u32 {
+        let busy = counts.busy.get(&policy).into_iter().flatten();
+        let diagnosed = counts
+            .unassigned
+            .get(&policy)
+            .into_iter()
+            .flatten()
+            .filter(|n| self.diagnosed.contains(*n));
+        let n = busy
+            .chain(diagnosed)
+            .filter(|n| !self.listed.contains(*n))
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 }

@@ -17,6 +17,8 @@ pub struct ActiveCounts {
     /// taken a job (allocated, jit_received, starting, idle): what can still serve a queued
     /// job, unless GitHub or the runner already says it took one.
     pub unassigned: BTreeMap<PolicyId, Vec<String>>,
+    /// Per policy, the runner names of the slot holders the journal knows took a job (`busy`).
+    pub busy: BTreeMap<PolicyId, Vec<String>>,
 }
 
 impl ActiveCounts {
@@ -41,12 +43,15 @@ impl ActiveCounts {
         }
         *self.by_policy.entry(policy).or_insert(0) += 1;
         self.total += 1;
-        if state.can_take_a_job() {
-            self.unassigned
-                .entry(policy)
-                .or_default()
-                .push(runner_name.to_owned());
-        }
+        let names = if state.can_take_a_job() {
+            &mut self.unassigned
+        } else {
+            &mut self.busy
+        };
+        names
+            .entry(policy)
+            .or_default()
+            .push(runner_name.to_owned());
     }
 }
 

@@ -639,6 +639,8 @@ async fn a_busy_runner_does_not_hold_back_a_job_queued_after_it() {
     let (a, _) = h.seed("busyrunner1", AttemptState::Busy);
     h.github
         .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    // GitHub's job listings show its job running (and only the second one queued).
+    took_a_job(&h, a.runner_name());
     h.github.set_jobs(1);
     let lp = h.make_loop(target());
     let report = lp.pass().await;
@@ -686,14 +688,66 @@ async fn github_job_listings_tell_busy_before_the_journal_does() {
     );
 }
 
+fn took_a_job(h: &Harness, runner_name: &str) {
+    h.github
+        .state
+        .lock()
+        .unwrap()
+        .runners_with_jobs
+        .insert(runner_name.to_owned());
+}
+
+#[tokio::test]
+async fn a_job_the_listings_have_not_seen_taken_is_not_served_twice() {
+    // The inventory already said busy (journal `busy`), but the job listings read this pass
+    // still show its job queued: that job is being run, so no runner is started for it.
+    let h = Harness::new();
+    let (a, _) = h.seed("busyaheadx", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(
+        lp.pass().await.launched,
+        0,
+        "a surplus runner for a running job"
+    );
+    // A second queued job is another matter.
+    h.github.set_jobs(2);
+    assert_eq!(lp.pass().await.launched, 1);
+}
+
 #[tokio::test]
 async fn the_runners_own_diagnostics_tell_busy_too() {
+    // Started its job (Worker log) before GitHub's listings show it: neither free supply
+    // nor a queued job. With a warm minimum of one, a fresh runner is wanted.
     let h = Harness::new();
+    {
+        let mut st = h.journal.state.lock().unwrap();
+        let p = st
+            .policies
+            .iter_mut()
+            .find(|p| p.id() == rm_core::PolicyId::new(1))
+            .unwrap();
+        let mut parts = p.to_parts();
+        parts.min_capacity = 1;
+        *p = rm_core::Policy::from_parts(parts).unwrap();
+    }
     let (a, _) = h.seed("diagbusy01", AttemptState::Starting);
     h.github
         .list(a.runner_name(), 55, false, RunnerStatus::Online);
-    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
     h.github.set_jobs(1);
     let lp = h.make_loop(target());
-    assert_eq!(lp.pass().await.launched, 1);
+    assert_eq!(
+        lp.pass().await.launched,
+        0,
+        "the runner without a job covers the queued one"
+    );
+    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    assert_eq!(
+        lp.pass().await.launched,
+        1,
+        "its job is taken: the warm minimum wants a runner without one"
+    );
+    assert_eq!(lp.pass().await.launched, 0);
 }
