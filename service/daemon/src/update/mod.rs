@@ -237,7 +237,12 @@ impl Updater {
             return self.status();
         }
         let previous = self.status().state;
-        self.set(|s| s.state = UpdateState::Checking);
+        // `checking` is shown for an asked-for check (its caller waits for it) and before
+        // anything is known; a periodic check leaves an outcome on screen instead of making
+        // the tray and `update --check` flicker through `checking` every few hours.
+        if apply || previous == UpdateState::Idle {
+            self.set(|s| s.state = UpdateState::Checking);
+        }
         let etag = locked(&self.cache).0.clone();
         let feed = self.feed.clone();
         let started = Instant::now();
@@ -309,6 +314,20 @@ impl Updater {
         let automatic = self.options.mode == UpdateMode::Auto
             && !matches!(self.installed, Installed::Unmanaged { .. })
             && locked(&self.refused).as_ref().map(|r| &r.0) != Some(&version);
+        // A release refused or rolled back stays `failed` until asked again or replaced by a
+        // newer one: it never passes through `available` on the way.
+        let refused = locked(&self.refused).clone().filter(|r| r.0 == version);
+        if let (Some((_, why)), false) = (refused, apply) {
+            self.set(|s| {
+                s.state = UpdateState::Failed;
+                s.available_version = Some(version.to_string());
+                s.message = Some(why);
+                s.fix = Some(
+                    "it is not applied again by itself: retry with `runner-manager update`".into(),
+                );
+            });
+            return self.status();
+        }
         self.set(|s| {
             s.state = UpdateState::Available;
             s.available_version = Some(version.to_string());
@@ -333,21 +352,9 @@ impl Updater {
             return self.status();
         }
         if !(apply || automatic) {
-            let refused = locked(&self.refused).clone().filter(|r| r.0 == version);
-            if let Some((_, why)) = refused {
-                self.set(|s| {
-                    s.state = UpdateState::Failed;
-                    s.message = Some(why);
-                    s.fix = Some(
-                        "it is not applied again by itself: retry with `runner-manager update`"
-                            .into(),
-                    );
-                });
-            } else {
-                self.set(|s| {
-                    s.fix = Some("apply it with `runner-manager update` (or from the tray)".into())
-                });
-            }
+            self.set(|s| {
+                s.fix = Some("apply it with `runner-manager update` (or from the tray)".into())
+            });
             return self.status();
         }
         self.stage_and_hand_over(release).await;
