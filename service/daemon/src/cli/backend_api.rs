@@ -16,19 +16,38 @@ use crate::exit::{ExitCode, Failure};
 use crate::paths;
 
 /// The socket's file name inside its directory.
-pub const SOCKET_FILE: &str = "api.sock";
+pub const SOCKET_FILE: &str = rm_proto::sockets::SOCKET_FILE;
 
 /// Where the service listens unless `--socket` says otherwise: root →
 /// `/run/runner-manager/api.sock`; a user → `$XDG_RUNTIME_DIR/runner-manager/api.sock`, or
 /// `<data-dir>/api.sock` when no runtime directory is set.
 pub fn default_socket_path(data_dir: &Path) -> PathBuf {
     if paths::is_privileged() {
-        return PathBuf::from("/run/runner-manager").join(SOCKET_FILE);
+        return PathBuf::from(rm_proto::sockets::BOOT_SOCKET);
     }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("runner-manager").join(SOCKET_FILE),
-        _ => data_dir.join(SOCKET_FILE),
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    rm_proto::sockets::login_socket(runtime.as_deref(), data_dir)
+}
+
+/// The sockets a client command tries, as the tray does: the boot service's, then the login
+/// service's (of `data_dir`).
+pub fn client_sockets(data_dir: &Path) -> Vec<PathBuf> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let mut out = vec![PathBuf::from(rm_proto::sockets::BOOT_SOCKET)];
+    let login = rm_proto::sockets::login_socket(runtime.as_deref(), data_dir);
+    if !out.contains(&login) {
+        out.push(login);
     }
+    out
+}
+
+/// The socket a client command talks to without `--socket`: the first of
+/// [`client_sockets`] that exists, else this user's default (so the error names it).
+pub fn discover_socket(data_dir: &Path) -> PathBuf {
+    let candidates = client_sockets(data_dir);
+    rm_proto::sockets::first_existing(&candidates)
+        .cloned()
+        .unwrap_or_else(|| default_socket_path(data_dir))
 }
 
 /// A connected client and the runtime that drives it.

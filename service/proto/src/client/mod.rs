@@ -5,10 +5,12 @@
 //! [`Client::connect`] first checks that both sides speak a compatible API version.
 
 mod error;
+mod follow;
 mod transport;
 mod watch;
 
 pub use error::ClientError;
+pub use follow::{disconnect_of, Follower, FIRST_RECONNECT_DELAY, MAX_RECONNECT_DELAY};
 pub use transport::PIPE_BUSY_WAIT;
 pub use watch::WatchStream;
 
@@ -17,6 +19,7 @@ use crate::paths::{self, TargetRef};
 use crate::requests::{
     CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate,
 };
+use crate::signin::{SignInSession, SignInStart};
 use crate::status::{HostStatus, Status, TargetStatus};
 use crate::version::{check_compatibility, VersionInfo, API_HEADER, API_VERSION};
 use http_body_util::{BodyExt, Full, Limited};
@@ -183,6 +186,22 @@ impl Client {
     /// `POST /v1/resume`.
     pub async fn resume(&self) -> Result<PauseState, ClientError> {
         self.call(Method::POST, paths::RESUME, None::<&()>).await
+    }
+
+    /// `POST /v1/sign-in`: starts the service's device-flow sign-in, or joins the one still
+    /// waiting unless `restart`. An older service answers `404 not_found`.
+    pub async fn start_sign_in(&self, request: &SignInStart) -> Result<SignInSession, ClientError> {
+        self.call(Method::POST, paths::SIGN_IN, Some(request)).await
+    }
+
+    /// `GET /v1/sign-in`: the current or last sign-in session (`404 not_found` when none).
+    pub async fn sign_in_status(&self) -> Result<SignInSession, ClientError> {
+        self.call(Method::GET, paths::SIGN_IN, None::<&()>).await
+    }
+
+    /// `DELETE /v1/sign-in`: cancels the waiting sign-in; answers the session as it ends.
+    pub async fn cancel_sign_in(&self) -> Result<SignInSession, ClientError> {
+        self.call(Method::DELETE, paths::SIGN_IN, None::<&()>).await
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(
