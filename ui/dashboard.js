@@ -48,6 +48,7 @@ function renderBanners(m) {
     el("strong", {}, text), fix ? el("span", { class: "fix" }, fix) : null));
   if (m.no_tray) add("No tray icon on this desktop.", m.no_tray, false);
   if (m.connection.message) add(m.connection.message, m.connection.fix, true);
+  if (m.connection.state !== "connected" && m.status) add("Shown below: the last state the service reported.", "Nothing can be changed until it answers again.", false);
   if (m.stream_note) add("Note:", m.stream_note, false);
 }
 
@@ -74,9 +75,18 @@ function renderHost(m) {
 }
 
 function renderConcerns(m) {
-  const list = m.view.concerns;
+  // Connection problems are in the banner above; these are the service's own.
+  const list = m.connection.state === "connected" ? m.view.concerns : [];
   $("#attention").classList.toggle("hidden", list.length === 0 || !m.status);
-  $("#concerns").replaceChildren(...list.map((c) => el("li", {}, el("strong", {}, c.message), el("br"), el("span", { class: "muted" }, c.fix))));
+  $("#concerns").replaceChildren(...list.map((c) => {
+    const item = el("li", {}, el("strong", {}, c.message), el("br"), el("span", { class: "muted" }, c.fix));
+    if (c.code === "runner_failed") {
+      const seen = el("button", { type: "button", id: "mark-seen" }, "Mark failures as seen");
+      seen.addEventListener("click", () => invoke("acknowledge"));
+      item.append(el("div", {}, seen));
+    }
+    return item;
+  }));
 }
 
 function renderRunners(m) {
@@ -95,7 +105,8 @@ function renderRunners(m) {
 }
 
 function targetRow(t) {
-  const [words, cls] = t.enabled ? (t.problem ? ["needs attention", "s-bad"] : TARGET_STATE[t.state] || [t.state, ""]) : ["disabled", "s-muted"];
+  let [words, cls] = t.enabled ? (t.problem ? ["needs attention", "s-bad"] : TARGET_STATE[t.state] || [t.state, ""]) : ["disabled", "s-muted"];
+  if (t.enabled && !t.problem && t.state === "active" && t.max_capacity === null) [words, cls] = ["monitor only", "s-ok"];
   const err = el("p", { class: "error", role: "alert" });
   const busy = pending.has(t.target);
   const enabled = el("input", { type: "checkbox", checked: t.enabled, disabled: busy, "aria-label": `serve ${t.target}` });
@@ -197,6 +208,7 @@ function render() {
   const m = model;
   if (!m) return;
   $("#summary").textContent = m.view.summary;
+  document.body.classList.toggle("stale", m.connection.state !== "connected");
   renderBanners(m);
   renderHost(m);
   renderConcerns(m);
@@ -205,7 +217,7 @@ function render() {
   renderFailures(m);
   renderGitHub(m);
   if (focusAnchor) {
-    const target = document.getElementById(focusAnchor);
+    const target = document.getElementById(focusAnchor === "add" ? "add-target" : focusAnchor);
     if (target) { target.scrollIntoView({ block: "center" }); if (target.tabIndex >= -1) target.focus(); focusAnchor = null; }
   }
 }

@@ -1,6 +1,7 @@
 //! The app's windows: the dashboard and the sign-in window, opened (or focused) on demand.
-//! Webviews run without persistent storage (incognito; not under WebDriver automation, which
-//! needs the default context): nothing the windows show is kept on disk by the webview.
+//! The pages keep nothing in webview storage, and nothing secret reaches them (the service
+//! never answers a token or a device code). Not incognito: on WebKitGTK an ephemeral context
+//! does not serve the app's own pages.
 
 use crate::state::Shared;
 use tauri::{AppHandle, Emitter, Manager, WebviewUrl, WebviewWindowBuilder, WindowEvent};
@@ -45,21 +46,20 @@ pub fn show(app: &AppHandle, which: Window, anchor: Option<String>) {
     };
     let (title, size) = match which {
         Window::Dashboard => ("runner-manager", (980.0, 760.0)),
-        Window::SignIn => ("Sign in to GitHub — runner-manager", (480.0, 600.0)),
+        Window::SignIn => ("Sign in to GitHub - runner-manager", (480.0, 600.0)),
     };
     let built = WebviewWindowBuilder::new(app, which.label(), WebviewUrl::App(page.into()))
         .title(title)
         .inner_size(size.0, size.1)
         .min_inner_size(420.0, 420.0)
-        // WebKit automation (the tests' WebDriver) only drives the default data context, not
-        // an ephemeral one; nothing secret reaches the webview either way.
-        .incognito(std::env::var("TAURI_WEBVIEW_AUTOMATION").as_deref() != Ok("true"))
         .build();
     match built {
         Ok(window) => {
+            tracing::info!(window = which.label(), "window opened");
             let app = app.clone();
             window.on_window_event(move |event| {
                 if let WindowEvent::Destroyed = event {
+                    tracing::info!(window = which.label(), "window closed");
                     closed(&app, which);
                 }
             });

@@ -24,6 +24,8 @@ pub struct SessionOptions {
     pub no_watcher: bool,
     /// Start gnome-keyring (the Secret Service) in the session.
     pub keyring: bool,
+    /// Run the whole session (and so the tray) as user `nobody` (needs root).
+    pub as_nobody: bool,
 }
 
 /// One session; dropped = torn down.
@@ -33,6 +35,9 @@ pub struct Session {
     stdout: Lines<BufReader<ChildStdout>>,
     pub display: String,
     pub bus: String,
+    as_nobody: bool,
+    /// The log of the last tray started (shown when a wait times out).
+    tray_log: std::sync::Mutex<Option<PathBuf>>,
     /// HOME, XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_CACHE_HOME and XDG_RUNTIME_DIR of the tray live here.
     pub home: tempfile::TempDir,
 }
@@ -104,7 +109,26 @@ impl Session {
             std::fs::create_dir_all(home.path().join(d)).expect("xdg dir");
         }
         set_mode(&home.path().join("run"), 0o700);
-        let mut cmd = Command::new("dbus-run-session");
+        let mut cmd = if options.as_nobody {
+            // The session and its files belong to nobody.
+            let chown = std::process::Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(home.path())
+                .status()
+                .expect("chown");
+            assert!(chown.success());
+            set_mode(home.path(), 0o755);
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "dbus-run-session",
+            ]);
+            c
+        } else {
+            Command::new("dbus-run-session")
+        };
         cmd.arg("--").arg("/usr/bin/python3").arg(script());
         if options.no_watcher {
             cmd.arg("--no-watcher");
@@ -132,6 +156,8 @@ impl Session {
             stdout,
             display: ready["display"].as_str().expect("display").to_owned(),
             bus: ready["bus"].as_str().expect("bus").to_owned(),
+            as_nobody: options.as_nobody,
+            tray_log: std::sync::Mutex::new(None),
             home,
         }
     }
@@ -171,7 +197,15 @@ impl Session {
         let exe = exe
             .map(Path::to_owned)
             .unwrap_or_else(|| bin("runner-manager-tray"));
-        let mut c = Command::new(exe);
+        *self.tray_log.lock().unwrap() = Some(log.to_owned());
+        let mut c = if self.as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(exe);
+            c
+        } else {
+            Command::new(exe)
+        };
         c.args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -215,12 +249,20 @@ impl Session {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(30),
-                "timed out after 30 s waiting for the tray menu to show {what}; last menu:\n{}",
+                "timed out after 30 s waiting for the tray menu to show {what}; last menu:\n{}\ntray log:\n{}",
                 last.map(|m| m.render())
-                    .unwrap_or_else(|| "(no tray item)".into())
+                    .unwrap_or_else(|| "(no tray item)".into()),
+                self.tray_log_text()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The last tray's log so far.
+    pub fn tray_log_text(&self) -> String {
+        let path = self.tray_log.lock().unwrap().clone();
+        path.and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default()
     }
 
     /// Clicks the menu item whose label starts with `label`.
@@ -252,9 +294,10 @@ impl Session {
             .unwrap_or_default()
     }
 
-    pub async fn screenshot(&mut self, path: &Path) {
+    /// A PNG of the screen, or of the window named `window`.
+    pub async fn screenshot(&mut self, path: &Path, window: Option<&str>) {
         let r = self
-            .cmd(json!({"cmd": "screenshot", "path": path.display().to_string()}))
+            .cmd(json!({"cmd": "screenshot", "path": path.display().to_string(), "window": window}))
             .await;
         assert!(r.get("error").is_none(), "screenshot: {r}");
     }

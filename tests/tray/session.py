@@ -179,7 +179,14 @@ class Session:
             self.notifications.ActionInvoked(dbus.UInt32(cmd["id"]), cmd.get("action", "default"))
             return {"invoked": cmd["id"]}
         if c == "screenshot":
-            subprocess.run(["/usr/bin/import", "-window", "root", cmd["path"]], check=True, timeout=30)
+            target = "root"
+            if cmd.get("window"):
+                found = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "^" + cmd["window"] + "$"],
+                                       capture_output=True, text=True, timeout=10).stdout.split()
+                if not found:
+                    return {"error": f"no window named {cmd['window']!r}"}
+                target = found[-1]
+            subprocess.run(["/usr/bin/import", "-window", target, cmd["path"]], check=True, timeout=30)
             return {"path": cmd["path"]}
         if c == "windows":
             out = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "."],

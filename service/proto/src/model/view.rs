@@ -240,7 +240,7 @@ impl Model {
             .join(", ");
         let (state, header, summary) = if let Some(first) = concerns.first() {
             let header = format!("Needs attention: {}", first.message);
-            let summary = format!("{header} {}", first.fix);
+            let summary = format!("{header}. {}", first.fix);
             (TrayState::Attention, header, summary)
         } else if matches!(status.auth, AuthState::SignedOut | AuthState::Unknown) {
             (
