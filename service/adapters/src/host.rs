@@ -1,11 +1,11 @@
 //! [`RunnerHostPort`] over `rm_runner::RunnerHost`: runtimes materialized from the verified
 //! package cache (looked up once and re-checked every 6 h, never downloaded per attempt), the
 //! runner id sidecar in `<runner root>/.ids/` (outside the runtime, so a job cannot touch it and
-//! a scrub removes it only after the runtime is gone), and processes identified by pid + start
-//! time.
+//! a scrub removes it only after the runtime is gone), processes identified by pid + start
+//! time, and the host checks of `rm_runner::doctor` over the host's own settings.
 
 use rm_agent::{HostError, JitSecret, RunnerHostPort, ScrubError};
-use rm_core::{AttemptId, Evidence, ProcessIdentity};
+use rm_core::{AttemptId, Evidence, HostCheck, ProcessIdentity};
 use rm_runner::{
     InstalledPackage, JitConfig, PackageId, PackageSource, Platform, ProcessState, RunnerHost,
     Runtime, RuntimeName,
@@ -265,6 +265,19 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
             Err(e) => {
                 tracing::debug!(runtime = %runtime.display(), error = %e, "runner diagnostics unreadable");
                 Evidence::None
+            }
+        }
+    }
+
+    async fn check_fitness(&self) -> Vec<HostCheck> {
+        let host = Arc::clone(&self.host);
+        let platform = self.platform;
+        match tokio::task::spawn_blocking(move || host.fitness(Some(platform))).await {
+            Ok(checks) => checks,
+            Err(e) => {
+                // Our own task failing says nothing about the host: launch as before.
+                tracing::warn!(error = %e, "host checks could not run");
+                Vec::new()
             }
         }
     }

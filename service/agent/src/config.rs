@@ -1,12 +1,13 @@
 //! Tunables of the loop, with the reference system's values as defaults.
 
-use rm_core::{Arch, Os, Timeouts};
+use rm_core::{Arch, LaunchBackoff, Os, Timeouts};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, Mutex, Semaphore};
 
 use crate::events::AgentEvent;
+use crate::launch_backoff::HostFitness;
 
 /// Bounded retries with a doubling delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,8 @@ pub struct AgentConfig {
     pub jit_retry: RetryPolicy,
     /// Retries of a runtime directory that could not be removed.
     pub cleanup_retry: RetryPolicy,
+    /// Failed launches of a policy in a row back off, then give up (`repair_required`).
+    pub launch_backoff: LaunchBackoff,
     /// How long a stopped runner gets before it is killed.
     pub stop_grace: Duration,
     /// A launch slower than this logs a warning.
@@ -79,6 +82,7 @@ impl Default for AgentConfig {
                 first_delay: Duration::from_secs(5),
                 max_delay: Duration::from_secs(300),
             },
+            launch_backoff: LaunchBackoff::default(),
             stop_grace: Duration::from_secs(10),
             slow_launch: Duration::from_secs(60),
             drain_deadline: Some(Duration::from_secs(60)),
@@ -123,7 +127,8 @@ impl PollInterval for Duration {
 }
 
 /// What all loops of one host share: the allocation lock (so two targets never overshoot the
-/// host capacity together), the preparation slots and the event channel.
+/// host capacity together), the preparation slots, the event channel and the host checks'
+/// last result.
 #[derive(Debug, Clone)]
 pub struct HostShared {
     pub allocation_lock: Arc<Mutex<()>>,
@@ -131,6 +136,8 @@ pub struct HostShared {
     pub events: broadcast::Sender<AgentEvent>,
     /// Launching paused host-wide by the operator: passes still supervise, start nothing.
     pub launching_paused: Arc<AtomicBool>,
+    /// The host checks' last result: an unfit host launches nothing.
+    pub fitness: Arc<HostFitness>,
 }
 
 impl HostShared {
@@ -142,6 +149,7 @@ impl HostShared {
             preparations: Arc::new(Semaphore::new(max_preparations.max(1))),
             events,
             launching_paused: Arc::new(AtomicBool::new(false)),
+            fitness: Arc::new(HostFitness::default()),
         }
     }
 

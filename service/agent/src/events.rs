@@ -3,7 +3,7 @@
 //! carries a secret: the JIT config never leaves the launch.
 
 use rm_core::{
-    AttemptId, AttemptState, FailureReason, Outcome, PolicyId, PolicyState, Target,
+    AttemptId, AttemptState, FailureReason, HostCheck, Outcome, PolicyId, PolicyState, Target,
     TerminateReason, Timestamp,
 };
 use std::time::Duration;
@@ -49,6 +49,61 @@ pub enum LaunchFailure {
     Journal {
         detail: String,
     },
+}
+
+impl LaunchFailure {
+    /// What happened, in words (no secret: details come from typed errors that carry none).
+    pub fn describe(&self) -> String {
+        match self {
+            LaunchFailure::Refused { detail } => detail.clone(),
+            LaunchFailure::RetriesExhausted { tries, detail } => {
+                format!("{detail} (after {tries} tries)")
+            }
+            LaunchFailure::DemandGone { tries } => {
+                format!("the queued job went away after {tries} tries")
+            }
+            LaunchFailure::Materialize { detail } | LaunchFailure::Spawn { detail } => {
+                detail.clone()
+            }
+            LaunchFailure::Journal { detail } => {
+                format!("the journal could not be written: {detail}")
+            }
+        }
+    }
+
+    /// Whether this failure counts toward the launch back-off. A refusal has its own policy
+    /// state (`authentication_failed`, `repair_required`); a launch dropped because its job
+    /// went away did not fail.
+    pub fn counts_for_backoff(&self) -> bool {
+        !matches!(
+            self,
+            LaunchFailure::Refused { .. } | LaunchFailure::DemandGone { .. }
+        )
+    }
+}
+
+/// Why launches of a policy are failing: what the back-off and the status report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchCause {
+    /// A launch failed, or its runner ended before it came online.
+    Failed {
+        reason: FailureReason,
+        /// What happened, in words.
+        detail: String,
+    },
+    /// A required host check failed: nothing was launched and no runner registered.
+    HostUnfit { check: HostCheck },
+}
+
+impl std::fmt::Display for LaunchCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchCause::Failed { reason, detail } => write!(f, "{reason}: {detail}"),
+            LaunchCause::HostUnfit { check } => {
+                write!(f, "host check {} failed: {}", check.id, check.detail)
+            }
+        }
+    }
 }
 
 /// How a crash gap was closed by supervision or startup recovery.
@@ -144,6 +199,32 @@ pub enum EventKind {
         policy: PolicyId,
         from: PolicyState,
         to: PolicyState,
+    },
+    /// Launches of the policy failed `consecutive_failures` times in a row: nothing is tried
+    /// before `next_try`.
+    LaunchBackoff {
+        policy: PolicyId,
+        consecutive_failures: u32,
+        since: Timestamp,
+        next_try: Timestamp,
+        cause: LaunchCause,
+    },
+    /// Launches kept failing: the policy goes to `repair_required` and starts nothing until
+    /// the operator retries it.
+    LaunchGaveUp {
+        policy: PolicyId,
+        consecutive_failures: u32,
+        since: Timestamp,
+        cause: LaunchCause,
+    },
+    /// The policy's failure count was reset: a runner came online, or the operator retried or
+    /// disabled it.
+    LaunchHealthy {
+        policy: PolicyId,
+    },
+    /// The required host checks ran (at the first launch, after a failure).
+    HostChecked {
+        checks: Vec<HostCheck>,
     },
     /// One pass ended. `reached_github`: a GitHub call of this pass succeeded (the daemon
     /// records the last contact from it).
@@ -259,6 +340,34 @@ fn log(target: &Target, kind: &EventKind) {
         EventKind::PolicyStateChanged { policy, from, to } => tracing::info!(
             %gh_target, policy = policy.get(), from = %from, to = %to, "policy state changed"
         ),
+        EventKind::LaunchBackoff {
+            policy,
+            consecutive_failures,
+            next_try,
+            cause,
+            ..
+        } => tracing::warn!(
+            %gh_target, policy = policy.get(), consecutive_failures, next_try = %next_try,
+            cause = %cause, "launch failed; backing off"
+        ),
+        EventKind::LaunchGaveUp {
+            policy,
+            consecutive_failures,
+            cause,
+            ..
+        } => tracing::error!(
+            %gh_target, policy = policy.get(), consecutive_failures, cause = %cause,
+            "launches keep failing; the target needs repair and starts nothing until retried"
+        ),
+        EventKind::LaunchHealthy { policy } => {
+            tracing::info!(%gh_target, policy = policy.get(), "launch failures reset")
+        }
+        EventKind::HostChecked { checks } => match rm_core::first_blocking(checks) {
+            Some(c) => tracing::warn!(
+                %gh_target, check = %c.id, detail = %c.detail, "host unfit: nothing is launched"
+            ),
+            None => tracing::debug!(%gh_target, checks = checks.len(), "host checks passed"),
+        },
         EventKind::PassCompleted {
             reached_github,
             launched,

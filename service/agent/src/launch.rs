@@ -150,12 +150,15 @@ where
         let allocation = allocation_with(counts, capacity);
 
         let mut reservations = Vec::new();
+        let mut fitness = None;
         for grant in allocation.grants.iter().filter(|g| g.to_start > 0) {
             let Some(policy) = policies.iter().find(|p| p.id() == grant.policy_id) else {
                 continue;
             };
+            // Back-off and host checks (`launch_backoff`): after a failure, one at a time.
+            let allowed = self.launch_gate(policy, &mut fitness).await;
             let demand = matched.get(&policy.id()).copied().unwrap_or(0);
-            for _ in 0..grant.to_start {
+            for _ in 0..grant.to_start.min(allowed) {
                 match self.reserve(policy, demand, &has_job).await {
                     Some(r) => reservations.push(r),
                     None => break,
@@ -315,13 +318,11 @@ where
                 .delete_runner(&self.target, runner_id)
                 .await;
             // The sidecar has the id: the next pass records it and concludes `jit_expired`.
-            self.emit(EventKind::LaunchFailed {
-                attempt: attempt.id().clone(),
-                reason: FailureReason::JitExpired,
-                failure: LaunchFailure::Journal {
-                    detail: e.to_string(),
-                },
-            });
+            let failure = LaunchFailure::Journal {
+                detail: e.to_string(),
+            };
+            self.launch_failed(&attempt, FailureReason::JitExpired, failure)
+                .await;
             return false;
         }
         self.state_changed(&before, &attempt);
@@ -348,11 +349,10 @@ where
                         self.fail(attempt, FailureReason::ProcessStartFailed, failure, deleted)
                             .await
                     }
-                    Err(_) => self.emit(EventKind::LaunchFailed {
-                        attempt: attempt.id().clone(),
-                        reason: FailureReason::ProcessStartFailed,
-                        failure,
-                    }),
+                    Err(_) => {
+                        let reason = FailureReason::ProcessStartFailed;
+                        self.launch_failed(&attempt, reason, failure).await
+                    }
                 }
                 return false;
             }
@@ -511,7 +511,6 @@ where
         failure: LaunchFailure,
         deregistered: bool,
     ) {
-        let id = attempt.id().clone();
         let before = attempt.clone();
         let concluded = attempt
             .conclude(Outcome::Failed(reason), self.now())
@@ -522,11 +521,7 @@ where
                 .update_attempt(&before, &attempt)
                 .await
                 .is_ok();
-        self.emit(EventKind::LaunchFailed {
-            attempt: id,
-            reason,
-            failure,
-        });
+        self.launch_failed(&attempt, reason, failure).await;
         if concluded {
             self.state_changed(&before, &attempt);
             self.emit(EventKind::Concluded {

@@ -13,6 +13,7 @@ mod events;
 pub mod failpoint;
 mod ids;
 mod launch;
+mod launch_backoff;
 mod ports;
 mod secret;
 mod supervise;
@@ -20,7 +21,8 @@ mod target_loop;
 
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use config::{AgentConfig, HostShared, PollInterval, RetryPolicy};
-pub use events::{AgentEvent, EventKind, LaunchFailure, LaunchTimings, RecoveredFrom};
+pub use events::{AgentEvent, EventKind, LaunchCause, LaunchFailure, LaunchTimings, RecoveredFrom};
+pub use launch_backoff::HostFitness;
 pub use ports::{
     ActiveCounts, DeleteOutcome, DemandSnapshot, GhError, GitHubPort, HostError, Jit, JournalError,
     JournalPort, RunnerHostPort, RunnerStatus, RunnerView, ScrubError,

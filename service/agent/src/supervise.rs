@@ -515,6 +515,7 @@ where
                 to: after.state(),
             });
         }
+        self.note_progress(before, after);
     }
 }
 

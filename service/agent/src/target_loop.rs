@@ -4,6 +4,7 @@
 use crate::clock::Clock;
 use crate::config::{AgentConfig, HostShared, PollInterval};
 use crate::events::{EventKind, Events};
+use crate::launch_backoff::LaunchRecord;
 use crate::ports::{ActiveCounts, GhError, GitHubPort, JournalPort, RunnerHostPort};
 use rm_core::{AttemptId, Policy, PolicyId, PolicyState, Target, Timestamp};
 use std::collections::HashMap;
@@ -78,6 +79,8 @@ pub struct TargetLoop<J, G, H, C> {
     /// One pass at a time per loop: a pass must never supervise an attempt another pass of the
     /// same loop is launching.
     pub(crate) pass_lock: tokio::sync::Mutex<()>,
+    /// Failed launches in a row per policy (see `launch_backoff`).
+    pub(crate) launches: Mutex<HashMap<PolicyId, LaunchRecord>>,
 }
 
 pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -118,6 +121,7 @@ where
             quiet_since: Mutex::new(None),
             inventory_read_at: Mutex::new(None),
             pass_lock: tokio::sync::Mutex::new(()),
+            launches: Mutex::new(HashMap::new()),
         }
     }
 
@@ -165,6 +169,7 @@ where
         let _pass = self.pass_lock.lock().await;
         let startup = !self.recovered.swap(true, Ordering::SeqCst);
         self.refresh_policies().await;
+        self.follow_launch_records().await;
         let mut reached_github = self.supervise_all(startup).await;
         // The active counts are read once per pass, after supervision concluded what ended:
         // the operator's intent, the allocator and the pass report all use this copy (each

@@ -10,9 +10,11 @@ mod text;
 pub mod allocator;
 pub mod attempt;
 pub mod demand;
+pub mod fitness;
 pub mod host;
 pub mod ids;
 pub mod labels;
+pub mod launch_backoff;
 pub mod policy;
 pub mod recovery;
 pub mod target;
@@ -27,12 +29,14 @@ pub use demand::{
     job_matches, job_matches_runner, match_demand, match_demand_for_runner, DemandCount, JobDemand,
     RunsOn, UnresolvableJob,
 };
+pub use fitness::{first_blocking, CheckState, HostCheck};
 pub use host::Host;
 pub use ids::{AttemptId, HostId, IdError, PolicyId, RUNNER_NAME_PREFIX};
 pub use labels::{
     default_runner_labels, routing_label, Arch, HostLabel, Label, LabelError, LabelSet, Os,
     ProfileName, RoutingPrefix, SlugProblem,
 };
+pub use launch_backoff::{LaunchBackoff, LaunchHealth, LaunchVerdict};
 pub use policy::{Policy, PolicyError, PolicyParts, PolicySpec, PolicyState, WorkspaceMode};
 pub use recovery::{decide, Conclusion, Decision, Evidence, GitHubView, Observation, Timeouts};
 pub use target::{AccountName, AccountRole, RepoName, Target, TargetError};

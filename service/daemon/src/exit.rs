@@ -26,6 +26,8 @@ pub enum ExitCode {
     /// Not possible on this machine or in this build (e.g. systemd is not running,
     /// a command not wired into this build).
     Unsupported = 9,
+    /// A required host check failed (`host doctor`): nothing is launched until it passes.
+    HostUnfit = 10,
 }
 
 impl ExitCode {
@@ -46,6 +48,7 @@ impl ExitCode {
         ExitCode::GitHub,
         ExitCode::SignInRequired,
         ExitCode::Unsupported,
+        ExitCode::HostUnfit,
     ];
 }
 

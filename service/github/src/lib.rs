@@ -20,6 +20,7 @@ mod installations;
 pub mod models;
 mod oauth;
 mod package;
+mod probe;
 mod runners;
 mod transport;
 

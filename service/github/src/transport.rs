@@ -184,6 +184,8 @@ impl Transport {
         };
         let charge = match response.status {
             304 => Charge::Free,
+            // GitHub does not charge asking for the rate limit itself.
+            200..=299 if endpoint == crate::probe::RATE_LIMIT_ENDPOINT => Charge::Free,
             200..=299 => Charge::Charged,
             _ => Charge::Error,
         };

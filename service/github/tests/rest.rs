@@ -445,3 +445,20 @@ async fn next_page_links_outside_the_api_base_are_not_followed() {
         "the client connected to the foreign origin"
     );
 }
+
+#[tokio::test]
+async fn the_rate_limit_probe_is_free_and_tells_a_dead_credential() {
+    let w = world().await;
+    w.fake.reset_counters();
+    let rate = w.client.rate_limit().await.unwrap().expect("rate headers");
+    assert!(rate.limit > 0 && rate.remaining <= rate.limit, "{rate:?}");
+    // Neither GitHub nor our own meter charges it.
+    let c = w.fake.counters().endpoint("rate_limit");
+    assert_eq!((c.requests, c.charged), (1, 0));
+    assert_eq!(w.client.budget().totals.charged, 0);
+    assert_eq!(w.client.budget().totals.free, 1);
+
+    assert!(w.fake.revoke_token(&w.token.access_token));
+    let e = w.client.rate_limit().await.unwrap_err();
+    assert!(e.needs_sign_in(), "{e:?}");
+}

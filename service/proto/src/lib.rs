@@ -40,9 +40,10 @@ pub use secret::SecretString;
 pub use sid::{Sid, SidError};
 pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
-    Arch, AuthState, Budget, CheckState, Demand, Failure, FailureReason, GitHubEndpoints,
-    GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef, Os, ProblemCode, RunnerState,
-    RunnerStatus, Status, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus,
+    Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure, FailureReason,
+    GitHubEndpoints, GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef, Os,
+    ProblemCode, RunnerState, RunnerStatus, Status, TargetKind, TargetProblem, TargetSpend,
+    TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
 pub use version::{

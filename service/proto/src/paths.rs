@@ -20,6 +20,8 @@ pub const TARGETS: &str = "/v1/targets";
 /// Prefix of one target's path: `/v1/targets/{kind}/{name...}`.
 pub const TARGET_PREFIX: &str = "/v1/targets/";
 pub const HOST_CAPACITY: &str = "/v1/host/capacity";
+/// The host checks, run now (`runner-manager host doctor`).
+pub const HOST_DOCTOR: &str = "/v1/host/doctor";
 pub const PAUSE: &str = "/v1/pause";
 pub const RESUME: &str = "/v1/resume";
 /// The service's device-flow sign-in (see [`crate::signin`]).
@@ -123,6 +125,7 @@ pub enum Route {
     UpdateTarget(TargetRef),
     RemoveTarget(TargetRef),
     SetHostCapacity,
+    HostDoctor,
     Pause,
     Resume,
     StartSignIn,
@@ -143,6 +146,7 @@ impl Route {
             CREDENTIAL => &["POST", "DELETE"],
             TARGETS => &["GET", "POST"],
             HOST_CAPACITY => &["PUT"],
+            HOST_DOCTOR => &["GET"],
             PAUSE | RESUME => &["POST"],
             SIGN_IN => &["GET", "POST", "DELETE"],
             _ => match path.strip_prefix(TARGET_PREFIX) {
@@ -167,6 +171,7 @@ impl Route {
             (TARGETS, "GET") => Route::Targets,
             (TARGETS, "POST") => Route::AddTarget,
             (HOST_CAPACITY, "PUT") => Route::SetHostCapacity,
+            (HOST_DOCTOR, "GET") => Route::HostDoctor,
             (PAUSE, "POST") => Route::Pause,
             (RESUME, "POST") => Route::Resume,
             (SIGN_IN, "POST") => Route::StartSignIn,
@@ -274,6 +279,17 @@ mod tests {
         );
         // Sign-in shows a user code another local user could enter first: operators only.
         assert!(!Route::SignInStatus.is_read_only());
+        // The doctor may ask GitHub and reads the host's directories: operators only.
+        assert_eq!(
+            Route::resolve("GET", HOST_DOCTOR).unwrap(),
+            Route::HostDoctor
+        );
+        assert!(!Route::HostDoctor.is_read_only());
+        assert!(!Route::HostDoctor.takes_body());
+        assert_eq!(
+            Route::resolve("POST", HOST_DOCTOR).unwrap_err().code,
+            ErrorCode::MethodNotAllowed
+        );
         assert_eq!(
             Route::resolve("DELETE", "/v1/targets/org/acme").unwrap(),
             Route::RemoveTarget(TargetRef::parse("acme").unwrap())

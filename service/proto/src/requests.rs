@@ -57,6 +57,12 @@ pub struct TargetUpdate {
     pub labels: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor_only: Option<bool>,
+    /// `true`: a target in `repair_required` (launches kept failing) is tried again: the host
+    /// checks run first (a failed required one refuses the retry with its fix, `409
+    /// conflict`), then the target goes back to `pending` with its failure count reset. A
+    /// target not in `repair_required` refuses it (`409 conflict`, naming its state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
 }
 
 impl TargetUpdate {

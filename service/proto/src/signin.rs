@@ -37,7 +37,8 @@ pub enum SignInState {
     /// A failure waiting cannot fix (device flow disabled for the App, a wrong client id, the
     /// credential could not be stored): `message` and `fix` say what to do.
     Failed,
-    /// Cancelled by a client (`DELETE /v1/sign-in`) or replaced by a restart.
+    /// Cancelled by a client (`DELETE /v1/sign-in`), replaced by a restart, or ended by the
+    /// service stopping (`message` says which).
     Cancelled,
     /// A state this client does not know (a newer service).
     #[serde(other)]
@@ -57,7 +58,9 @@ impl SignInState {
 pub struct SignInSession {
     /// Opaque, new for each flow.
     pub id: String,
-    /// What the user types at `verification_uri`, e.g. `WDJB-MJHT`.
+    /// What the user types at `verification_uri`, e.g. `WDJB-MJHT`. Empty (as is
+    /// `verification_uri`) when GitHub refused to start the flow: the session is then `failed`
+    /// from the start, with `message` and `fix`.
     pub user_code: String,
     /// The verification page of the GitHub the service uses (e.g. `https://github.com/login/device`).
     pub verification_uri: String,

@@ -84,6 +84,24 @@ pub struct HostCheck {
     pub fix: Option<String>,
 }
 
+/// `GET /v1/host/doctor`: every host check, run now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// When the checks ran.
+    pub at: UnixMillis,
+    pub checks: Vec<HostCheck>,
+}
+
+impl DoctorReport {
+    /// Whether no required check failed (the host may launch).
+    pub fn fit(&self) -> bool {
+        !self
+            .checks
+            .iter()
+            .any(|c| c.required && c.state == CheckState::Fail)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckState {

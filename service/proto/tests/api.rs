@@ -142,6 +142,29 @@ async fn handler_refusals_arrive_as_typed_api_errors() {
 }
 
 #[tokio::test]
+async fn a_service_without_sign_in_answers_404_naming_the_update() {
+    // The test handler keeps the trait's default sign-in methods, as a service from before
+    // `/v1/sign-in` does: every client method gets a 404 that says to update the service.
+    let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
+    let client = Client::connect(&server.socket).await.unwrap();
+    let answers = [
+        client.start_sign_in(&SignInStart { restart: true }).await,
+        client.sign_in_status().await,
+        client.cancel_sign_in().await,
+    ];
+    for answer in answers {
+        match answer {
+            Err(ClientError::Api {
+                status: 404,
+                code: ErrorCode::NotFound,
+                message,
+            }) => assert!(message.contains("update runner-manager"), "{message}"),
+            other => panic!("expected 404 not_found, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn version_mismatch_names_the_side_to_update_both_ways() {
     // A client that needs a newer API than the service speaks.
     let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
@@ -269,4 +292,44 @@ async fn bind_socket_sets_the_mode_explicitly_and_replaces_only_stale_sockets() 
     let err = bind_socket(&file, 0o666).unwrap_err();
     assert!(matches!(err, BindError::NotASocket { .. }), "{err:?}");
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+}
+
+#[tokio::test]
+async fn host_doctor_and_retry_reach_the_handler() {
+    let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
+    let client = Client::connect(&server.socket).await.unwrap();
+    // A service without the doctor (the recorder keeps the default) says to update it.
+    match client.host_doctor().await {
+        Err(ClientError::Api { code, message, .. }) => {
+            assert_eq!(code, ErrorCode::NotFound);
+            assert!(message.contains("update runner-manager"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let repo = TargetRef::parse("octo/app").unwrap();
+    let retry = TargetUpdate {
+        revision: 7,
+        retry: Some(true),
+        ..TargetUpdate::default()
+    };
+    client.update_target(&repo, &retry).await.unwrap();
+    assert_eq!(
+        server.recorder.last_update.lock().unwrap().clone(),
+        Some((repo, retry))
+    );
+    let report = DoctorReport {
+        at: UnixMillis(1),
+        checks: vec![HostCheck {
+            id: "disk_space".into(),
+            title: "disk".into(),
+            state: CheckState::Warn,
+            required: true,
+            detail: "1.5 GiB free".into(),
+            fix: None,
+        }],
+    };
+    assert!(report.fit(), "a warning does not make the host unfit");
+    let mut unfit = report.clone();
+    unfit.checks[0].state = CheckState::Fail;
+    assert!(!unfit.fit());
 }

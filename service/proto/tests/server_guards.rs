@@ -88,7 +88,7 @@ async fn oversized_bodies_are_refused_with_413_declared_or_chunked() {
 #[tokio::test]
 async fn malformed_json_and_unknown_fields_are_400_with_the_position() {
     let server = operator_server().await;
-    let cases: [(&str, &[u8], &str); 5] = [
+    let cases: [(&str, &[u8], &str); 6] = [
         ("/v1/targets", br#"{"target": "octo/app""#, "line 1 column"),
         (
             "/v1/targets",
@@ -101,6 +101,7 @@ async fn malformed_json_and_unknown_fields_are_400_with_the_position() {
             "line 1 column",
         ),
         ("/v1/pause", br#"{"now":true}"#, "now"),
+        ("/v1/sign-in", br#"{"restrat":true}"#, "restrat"),
         ("/v1/resume", b"not json", "line 1 column"),
     ];
     for (path, body, expected) in cases {

@@ -168,3 +168,24 @@ async fn stopping_the_server_closes_open_watch_streams() {
         "{end:?}"
     );
 }
+
+#[tokio::test]
+async fn a_stop_sends_what_was_published_before_it_then_ends_the_stream_cleanly() {
+    let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
+    let client = Client::connect(&server.socket).await.unwrap();
+    let mut stream = client.watch().await.unwrap();
+    assert!(matches!(
+        next(&mut stream).await,
+        WatchMessage::Snapshot { .. }
+    ));
+    // Published, then the server stops at once (a service ending a sign-in as it stops):
+    // the reader still gets it, then a clean end rather than a cut connection.
+    let last = failure_event(2, 1);
+    server.recorder.events.send(last.clone()).unwrap();
+    drop(server);
+    assert_eq!(next(&mut stream).await, last);
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("the stream ends within 5 s");
+    assert!(end.is_none(), "{end:?}");
+}

@@ -76,6 +76,7 @@ pub struct PreparedRuntime {
 
 /// The runner host.
 pub struct RunnerHost<S> {
+    config: RunnerHostConfig,
     cache: Arc<PackageCache<S>>,
     root: Arc<RunnerRoot>,
     processes: ProcessHost,
@@ -98,13 +99,35 @@ impl<S: PackageSource> RunnerHost<S> {
         let run_as = config.run_as.resolve()?;
         let cache = PackageCache::open(&config.cache_dir, source)?;
         let root = RunnerRoot::prepare(&config.runner_root, run_as)?;
+        let (max_prepares, copy, copy_threads) = (
+            config.max_concurrent_prepares,
+            config.copy,
+            config.copy_threads,
+        );
         Ok(Self {
+            config,
             cache: Arc::new(cache),
             root: Arc::new(root),
             processes: ProcessHost::new(),
-            prepares: tokio::sync::Semaphore::new(config.max_concurrent_prepares.max(1)),
-            copy: config.copy,
-            copy_threads: config.copy_threads.max(1),
+            prepares: tokio::sync::Semaphore::new(max_prepares.max(1)),
+            copy,
+            copy_threads: copy_threads.max(1),
+        })
+    }
+
+    /// The settings this host was opened with.
+    pub fn config(&self) -> &RunnerHostConfig {
+        &self.config
+    }
+
+    /// The required host checks a launch depends on ([`crate::doctor::runner_checks`]):
+    /// blocking filesystem work, a few `stat`s.
+    pub fn fitness(&self, platform: Option<crate::Platform>) -> Vec<rm_core::HostCheck> {
+        crate::doctor::runner_checks(&crate::doctor::DoctorSubject {
+            runner_root: &self.config.runner_root,
+            cache_dir: &self.config.cache_dir,
+            run_as: &self.config.run_as,
+            platform,
         })
     }
 

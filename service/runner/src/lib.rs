@@ -10,9 +10,11 @@
 //!   pid + start time, inspect and stop its whole process group.
 //! - [`evidence`]: what the runner's own diagnostics say happened.
 //! - [`scrub`]: remove a runtime without following links out of it, with a retry schedule.
+//! - [`doctor`]: the host fitness checks (`runner-manager host doctor`).
 //! - [`host`]: all of the above behind one handle, in the order a launch uses them.
 
 pub mod account;
+pub mod doctor;
 pub mod evidence;
 pub mod host;
 pub mod materialize;

@@ -18,7 +18,8 @@
 //!          create_installation(account, InstallationRepos::{All, Selected(vec)})
 //! auth:    issue_token(login) -> IssuedToken{access_token, refresh_token, expires_at, ..}
 //!          revoke_token(tok) / approve_device(user_code, login) / deny_device(user_code)
-//!          set_token_lifetimes(access, refresh)
+//!          set_token_lifetimes(access, refresh) / set_device_flow_enabled(bool)
+//!          issued_device_codes() (the secret halves handed out, for leak checks)
 //! jobs:    queue_run(repo, Vec<JobSpec>) -> run id   (JobSpec::new / ::unresolvable)
 //!          withdraw_assignment(job_id) / finish_job(job_id, Conclusion)
 //! faults:  inject_fault(FaultRule{endpoint: EndpointMatch, fault: Fault, times}) / clear_faults()

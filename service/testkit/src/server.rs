@@ -178,6 +178,18 @@ impl FakeGitHub {
         self.shared.world().deny_device(user_code)
     }
 
+    /// Turns the App's "Enable Device Flow" setting off (or on again): `/login/device/code`
+    /// answers HTTP 400 and polls answer HTTP 200, both with `error=device_flow_disabled`.
+    pub fn set_device_flow_enabled(&self, enabled: bool) {
+        self.shared.world().device_flow_disabled = !enabled;
+    }
+
+    /// Every device code issued so far (the secret half of each device-flow start), so a test
+    /// can check that a client never shows, logs or stores one.
+    pub fn issued_device_codes(&self) -> Vec<String> {
+        self.shared.world().devices.keys().cloned().collect()
+    }
+
     /// Queues a workflow run with these jobs (all queued); returns the run id.
     pub fn queue_run(&self, repo: &str, jobs: Vec<JobSpec>) -> Result<u64, FakeError> {
         self.shared.world().queue_run(repo, jobs)

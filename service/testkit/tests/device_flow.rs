@@ -164,6 +164,47 @@ async fn device_flow_errors_are_http_200() {
 }
 
 #[tokio::test]
+async fn a_disabled_device_flow_refuses_both_endpoints_and_codes_are_listed() {
+    let w = world().await;
+    let addr = w.gh.addr();
+    let cid = w.gh.client_id();
+    let (code, _) = new_code(addr, &cid).await;
+    assert_eq!(w.gh.issued_device_codes(), vec![code.clone()]);
+
+    w.gh.set_device_flow_enabled(false);
+    let r = raw(
+        addr,
+        "POST",
+        "/login/device/code",
+        &[
+            ("Accept", "application/json"),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        format!("client_id={cid}").as_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"], "device_flow_disabled");
+    // A code issued before the switch is refused too (GitHub's errors here are HTTP 200).
+    let v = form(addr, "/login/oauth/access_token", &poll_body(&cid, &code)).await;
+    assert_eq!(v["error"], "device_flow_disabled");
+    // Refresh is not the device flow: it keeps working.
+    let t = w.gh.issue_token("octo").unwrap();
+    let refresh = t.refresh_token.unwrap();
+    let v = form(
+        addr,
+        "/login/oauth/access_token",
+        &format!("client_id={cid}&grant_type=refresh_token&refresh_token={refresh}"),
+    )
+    .await;
+    assert!(v["access_token"].is_string(), "{v}");
+
+    w.gh.set_device_flow_enabled(true);
+    new_code(addr, &cid).await;
+    assert_eq!(w.gh.issued_device_codes().len(), 2);
+}
+
+#[tokio::test]
 async fn expiry_success_once_and_form_encoding() {
     let w = world_with(FakeConfig {
         device_interval: Duration::ZERO,

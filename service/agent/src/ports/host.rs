@@ -2,7 +2,7 @@
 //! and scrubbing.
 
 use crate::secret::JitSecret;
-use rm_core::{AttemptId, Evidence, ProcessIdentity};
+use rm_core::{AttemptId, Evidence, HostCheck, ProcessIdentity};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -87,6 +87,14 @@ pub trait RunnerHostPort: Send + Sync + 'static {
 
     /// Removes the runtime directory entirely and verifies nothing is left.
     fn scrub(&self, runtime: &Path) -> impl Future<Output = Result<(), ScrubError>> + Send;
+
+    /// The required host checks a launch depends on (the runner root reachable by the runner
+    /// identity, the package runnable, the disk): a host failing one is unfit, and the loop
+    /// makes no JIT request. Asked at the first launch and before a launch after any failure,
+    /// never on a healthy host's every launch. The default checks nothing.
+    fn check_fitness(&self) -> impl Future<Output = Vec<HostCheck>> + Send {
+        async { Vec::new() }
+    }
 }
 
 impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
@@ -143,5 +151,8 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
     }
     fn scrub(&self, runtime: &Path) -> impl Future<Output = Result<(), ScrubError>> + Send {
         (**self).scrub(runtime)
+    }
+    fn check_fitness(&self) -> impl Future<Output = Vec<HostCheck>> + Send {
+        (**self).check_fitness()
     }
 }

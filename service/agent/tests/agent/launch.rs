@@ -22,6 +22,8 @@ async fn a_launch_writes_the_journal_before_every_effect() {
     assert_eq!(
         h.calls(),
         vec![
+            // The host checks run before the first launch (and after a failure only).
+            "host.check_fitness",
             "journal.insert(allocated)",
             "host.materialize",
             "github.generate_jit",

@@ -3,6 +3,7 @@
 // Helpers and fakes outside `#[test]` fns: a panic there is a failed test with a line number.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod backoff;
 mod inventory;
 mod launch;
 mod looping;

@@ -9,8 +9,8 @@ use rm_agent::{
     RunnerHostPort, RunnerStatus, RunnerView, ScrubError, TargetLoop,
 };
 use rm_core::{
-    Attempt, AttemptId, AttemptState, Evidence, JobDemand, LabelSet, Observed, Policy, PolicyId,
-    PolicyParts, PolicyState, ProcessIdentity, ProfileName, RunsOn, Target, Timestamp,
+    Attempt, AttemptId, AttemptState, Evidence, HostCheck, JobDemand, LabelSet, Observed, Policy,
+    PolicyId, PolicyParts, PolicyState, ProcessIdentity, ProfileName, RunsOn, Target, Timestamp,
     WorkspaceMode,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -459,6 +459,9 @@ pub struct HState {
     pub dies_after: HashMap<u32, u32>,
     /// Materializing moves this clock forward by this much (a slow disk).
     pub materialize_takes: Option<(FakeClock, Duration)>,
+    /// What the host checks answer, and how often they were asked.
+    pub fitness: Vec<HostCheck>,
+    pub fitness_checks: u32,
 }
 
 pub struct FakeHost {
@@ -612,6 +615,13 @@ impl RunnerHostPort for FakeHost {
             .get(runtime)
             .copied()
             .unwrap_or(Evidence::None)
+    }
+
+    async fn check_fitness(&self) -> Vec<HostCheck> {
+        push(&self.log, "host.check_fitness");
+        let mut st = self.state.lock().unwrap();
+        st.fitness_checks += 1;
+        st.fitness.clone()
     }
 
     async fn scrub(&self, runtime: &Path) -> Result<(), ScrubError> {

@@ -1,169 +1,234 @@
-//! `auth login|status|logout`: the terminal's device flow, and the service's credential.
+//! `auth login|status|logout`: sign-in through the service, and the service's credential.
 //!
-//! The CLI only signs in; the service stores, renews and uses the credential. So `login`
-//! connects to the service first (no point in signing in if nothing can take the credential),
-//! runs the device flow against the GitHub the service uses (its status names the web base and
-//! App; `--web-base`/`--client-id` override), then hands the pair over with
-//! `POST /v1/credential` and prints the login the service learnt from GitHub. The device code
-//! is a secret and is never printed.
-
-use std::io::Write;
-use std::time::Duration;
+//! The service runs GitHub's device flow itself (`POST /v1/sign-in`), against its own GitHub
+//! and App, and stores the credential it receives: the device code never leaves it, and the
+//! only process that renews the credential is the one that stores it. `login` starts (or joins)
+//! the service's sign-in, prints the user code and the verification page, follows the session
+//! on the watch stream (or, if the watch is cut, by asking at the session's interval) and
+//! prints who signed in. Ctrl-C cancels the session.
 
 use chrono::{DateTime, Utc};
-use rm_github::{
-    ClientConfig, Credential, DeviceFlow, DeviceFlowError, Endpoints, ExposeSecret, GitHubClient,
-    MemoryCredentialStore,
+use rm_proto::{
+    AuthState, Client, ClientError, ErrorCode, Event, GitHubEndpoints, SignInSession, SignInStart,
+    SignInState, WatchMessage, WatchStream,
 };
-use rm_proto::{AuthState, CredentialPut, GitHubEndpoints, SecretString, UnixMillis};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use super::backend_api::ApiBackend;
+use super::backend_api::{client_failure, ApiBackend};
 use crate::exit::{ExitCode, Failure};
 
-/// Where and as which App to sign in; `None` = as the service does.
+/// What `auth login` was told. The service decides where to sign in; the flags only make
+/// sure it is where the caller expects.
 #[derive(Debug, Clone, Default)]
 pub struct LoginOptions {
-    /// The web/OAuth origin, e.g. `https://github.com` (a GHES host or the fake GitHub).
+    /// The web/OAuth origin the caller expects, e.g. `https://github.com`.
     pub web_base: Option<String>,
-    /// The GitHub App's client id.
+    /// The GitHub App client id the caller expects.
     pub client_id: Option<String>,
+    /// The data directory, to name the service's `config.json` in messages.
+    pub data_dir: PathBuf,
 }
-
-/// Where sign-in actually goes: the flags, else what the running service uses (its status
-/// names its GitHub), else github.com and the built-in App (a service too old to say).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct SignInTarget {
-    web_base: String,
-    api_base: Option<String>,
-    client_id: Option<String>,
-}
-
-fn sign_in_target(options: &LoginOptions, service: Option<&GitHubEndpoints>) -> SignInTarget {
-    match (&options.web_base, service) {
-        (Some(web), _) => SignInTarget {
-            web_base: web.clone(),
-            // The service's API base only goes with the service's web base.
-            api_base: service
-                .filter(|s| same_origin(&s.web_base, web))
-                .map(|s| s.api_base.clone()),
-            client_id: options
-                .client_id
-                .clone()
-                .or_else(|| service.map(|s| s.client_id.clone())),
-        },
-        (None, Some(s)) => SignInTarget {
-            web_base: s.web_base.clone(),
-            api_base: Some(s.api_base.clone()),
-            client_id: options.client_id.clone().or(Some(s.client_id.clone())),
-        },
-        (None, None) => SignInTarget {
-            web_base: GITHUB_COM.to_owned(),
-            api_base: None,
-            client_id: options.client_id.clone(),
-        },
-    }
-}
-
-const GITHUB_COM: &str = "https://github.com";
 
 fn same_origin(a: &str, b: &str) -> bool {
     a.trim_end_matches('/')
         .eq_ignore_ascii_case(b.trim_end_matches('/'))
 }
 
-fn endpoints(web_base: &str, api_base: Option<&str>) -> Result<Endpoints, Failure> {
-    let web = web_base.trim_end_matches('/');
-    let result = match api_base {
-        _ if web == GITHUB_COM => Ok(Endpoints::github_com()),
-        Some(api) => Endpoints::custom(web, api),
-        None => Endpoints::custom(web, &format!("{web}/api/v3")),
+/// Refuses flags that contradict the GitHub the service signs in to, naming how to change it.
+fn check_flags(options: &LoginOptions, service: Option<&GitHubEndpoints>) -> Result<(), Failure> {
+    let Some(service) = service else {
+        // A service too old to say where it signs in: it cannot run sign-in either, and
+        // starting says so.
+        return Ok(());
     };
-    result.map_err(|e| Failure::usage(format!("{e}: fix `--web-base` (e.g. https://github.com)")))
-}
-
-/// Runs the device flow in this terminal and gives the credential to the service.
-pub fn login(api: &ApiBackend, options: &LoginOptions) -> Result<(), Failure> {
-    let service = api.status()?.github;
-    let target = sign_in_target(options, service.as_ref());
-    let web_base = target.web_base.as_str();
-    let mut config = ClientConfig::new(endpoints(web_base, target.api_base.as_deref())?);
-    if let Some(id) = &target.client_id {
-        config.client_id = id.clone();
+    let config = options.data_dir.join(crate::service::CONFIG_FILE);
+    let change = |what: &str, wanted: &str, actual: &str| {
+        Failure::usage(format!(
+            "{what} {wanted} differs from the service's ({actual}): the service signs in \
+             against its own GitHub. To change it, set `web_base`, `api_base` and `client_id` \
+             in the service's config.json ({}) and restart the service; or drop {what}",
+            config.display()
+        ))
+    };
+    if let Some(web) = &options.web_base {
+        if !same_origin(web, &service.web_base) {
+            return Err(change("--web-base", web, &service.web_base));
+        }
     }
-    let flow = {
-        // octocrab spawns its request buffer at construction: it needs the runtime's context.
-        let _context = api.enter();
-        DeviceFlow::new(config.clone())
-    }
-    .map_err(|e| {
-        Failure::new(
-            ExitCode::GitHub,
-            format!("cannot prepare sign-in: {e} (check `--web-base`)"),
-        )
-    })?;
-    let code = api
-        .block_on(flow.start())
-        .map_err(|e| device_failure(e, web_base))?;
-    println!(
-        "To sign in, open {} and enter the code: {}",
-        code.verification_uri, code.user_code
-    );
-    println!(
-        "Waiting for approval (the code is valid for {} minutes; Ctrl-C cancels)…",
-        code.expires_in.as_secs().div_ceil(60)
-    );
-    let _ = std::io::stdout().flush();
-    let credential = api
-        .block_on(flow.poll_until(&code, |wait: Duration| async move {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => true,
-                _ = tokio::signal::ctrl_c() => false,
-            }
-        }))
-        .map_err(|e| device_failure(e, web_base))?;
-    let mut wire = to_wire(&credential)?;
-    wire.login = who_signed_in(api, config, &credential);
-    api.put_credential(&wire)?;
-    // The service asked GitHub who this is (`GET /user`) before answering, or (a host with no
-    // target stays off the network) took our word until it has a target.
-    match api.status()?.auth {
-        AuthState::SignedIn { login, .. } if !login.is_empty() => println!(
-            "signed in as {login}: the service now holds the credential and renews it itself"
-        ),
-        _ => println!(
-            "signed in (GitHub did not say as whom yet): the service now holds the credential \
-             and renews it itself"
-        ),
+    if let Some(id) = &options.client_id {
+        if id != &service.client_id {
+            return Err(change("--client-id", id, &service.client_id));
+        }
     }
     Ok(())
 }
 
-/// Asks GitHub whose the new credential is (`GET /user`), as a hint for the service, which
-/// checks it itself once it talks to GitHub. Only the access token is used: renewal belongs
-/// to the service (a refresh here would spend the refresh token the service is given).
-fn who_signed_in(
-    api: &ApiBackend,
-    config: ClientConfig,
-    credential: &Credential,
-) -> Option<String> {
-    let store = MemoryCredentialStore::new(Some(Credential::non_expiring(
-        credential.access_token.clone(),
-    )));
-    let client = {
-        let _context = api.enter();
-        GitHubClient::new(config, std::sync::Arc::new(store))
-    }
-    .ok()?;
-    // The timer is made inside the runtime: `block_on` gives the context.
-    match api.block_on(async {
-        tokio::time::timeout(Duration::from_secs(10), client.current_login()).await
-    }) {
-        Ok(Ok(login)) => Some(login),
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "GitHub did not say who signed in");
-            None
+/// Signs in through the service.
+pub fn login(api: &ApiBackend, options: &LoginOptions) -> Result<(), Failure> {
+    check_flags(options, api.status()?.github.as_ref())?;
+    let client = api.client();
+    let ended = api.block_on(async {
+        // Ctrl-C is caught from here on (the listener registers at its first poll): one
+        // pressed as soon as the code shows cancels the session instead of killing the CLI.
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c => return Err(Failure::new(
+                ExitCode::SignInRequired,
+                "interrupted before sign-in started: run `runner-manager auth login` again",
+            )),
+            () = std::future::ready(()) => {}
         }
-        Err(_) => None,
+        // Subscribed before starting, so no transition is missed; without a watch the
+        // session is asked for instead.
+        let watch = client.watch().await.ok();
+        let session = client
+            .start_sign_in(&SignInStart::default())
+            .await
+            .map_err(start_failure)?;
+        if !session.state.is_final() {
+            show(&session);
+        }
+        follow(client, session, watch, ctrl_c).await
+    })?;
+    report(&ended)
+}
+
+fn show(session: &SignInSession) {
+    println!(
+        "To sign in, open {} and enter the code: {}",
+        session.verification_uri, session.user_code
+    );
+    let left_ms = session
+        .expires_at
+        .0
+        .saturating_sub(Utc::now().timestamp_millis());
+    println!(
+        "Waiting for approval (the code is valid for {} minutes; Ctrl-C cancels)…",
+        (left_ms.max(0) as u64).div_ceil(60_000)
+    );
+    let _ = std::io::stdout().flush();
+}
+
+/// Follows `session` until it ends; Ctrl-C cancels it.
+async fn follow(
+    client: &Client,
+    mut session: SignInSession,
+    mut watch: Option<WatchStream>,
+    mut ctrl_c: std::pin::Pin<&mut impl std::future::Future<Output = std::io::Result<()>>>,
+) -> Result<SignInSession, Failure> {
+    let mut interrupted = false;
+    while !session.state.is_final() {
+        let next = tokio::select! {
+            _ = ctrl_c.as_mut(), if !interrupted => {
+                interrupted = true;
+                // Answers the cancelled session, or (GitHub already approved and the service
+                // is storing the credential) the session as it is: then follow it to its end.
+                client.cancel_sign_in().await.map_err(client_failure)?
+            }
+            next = next_update(client, &session, &mut watch) => next?,
+        };
+        if next.state == SignInState::Retrying && session.state != SignInState::Retrying {
+            eprintln!(
+                "{}; {}",
+                next.message.as_deref().unwrap_or("GitHub did not answer"),
+                next.fix.as_deref().unwrap_or("the service keeps trying")
+            );
+        }
+        session = next;
+    }
+    Ok(session)
+}
+
+/// The session's next state: from the watch stream, or (once it is cut) by asking after the
+/// session's interval.
+async fn next_update(
+    client: &Client,
+    session: &SignInSession,
+    watch: &mut Option<WatchStream>,
+) -> Result<SignInSession, Failure> {
+    if let Some(stream) = watch.as_mut() {
+        loop {
+            match stream.next().await {
+                Some(Ok(WatchMessage::Event {
+                    event: Event::SignInProgress { session: s },
+                })) if s.id == session.id => return Ok(s),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "watch cut; asking for the sign-in instead");
+                    break;
+                }
+                None => break,
+            }
+        }
+        *watch = None;
+    }
+    tokio::time::sleep(Duration::from_secs(u64::from(session.interval_secs.max(1)))).await;
+    let s = client.sign_in_status().await.map_err(client_failure)?;
+    if s.id != session.id {
+        // Replaced by a sign-in started elsewhere: ours ended.
+        return Ok(SignInSession {
+            state: SignInState::Cancelled,
+            message: Some("replaced by a new sign-in".to_owned()),
+            ..session.clone()
+        });
+    }
+    Ok(s)
+}
+
+/// What a failed start means; a service without `/v1/sign-in` is named as the one to update.
+fn start_failure(e: ClientError) -> Failure {
+    match e {
+        ClientError::Api {
+            code: ErrorCode::NotFound,
+            message,
+            ..
+        } => Failure::new(
+            ExitCode::Unsupported,
+            format!(
+                "the running service cannot sign in itself ({message}): update runner-manager \
+                 where the service runs and restart the service, then run `runner-manager auth \
+                 login` again"
+            ),
+        ),
+        e => client_failure(e),
+    }
+}
+
+/// Prints how the session ended; anything but approval is a failure with its fix.
+fn report(session: &SignInSession) -> Result<(), Failure> {
+    let message = session.message.as_deref().unwrap_or("");
+    match session.state {
+        SignInState::Approved => {
+            match &session.login {
+                Some(login) => println!(
+                    "Signed in as {login}: the service holds the credential and renews it itself"
+                ),
+                None => println!(
+                    "Signed in (GitHub did not say as whom yet): the service holds the \
+                     credential and renews it itself"
+                ),
+            }
+            Ok(())
+        }
+        SignInState::Denied | SignInState::Expired | SignInState::Cancelled => Err(Failure::new(
+            ExitCode::SignInRequired,
+            format!("sign-in did not complete: {message} (`runner-manager auth login`)"),
+        )),
+        SignInState::Failed => Err(Failure::new(
+            ExitCode::GitHub,
+            format!(
+                "sign-in failed: {message}; fix: {}",
+                session.fix.as_deref().unwrap_or("see the service's log")
+            ),
+        )),
+        SignInState::Waiting | SignInState::Retrying | SignInState::Unknown => Err(Failure::new(
+            ExitCode::Unsupported,
+            "the service reports a sign-in state this CLI does not know: update runner-manager",
+        )),
     }
 }
 
@@ -213,110 +278,85 @@ pub fn logout(api: &ApiBackend) -> Result<(), Failure> {
     Ok(())
 }
 
-fn millis(t: DateTime<Utc>) -> UnixMillis {
-    UnixMillis::from_millis(t.timestamp_millis())
-}
-
-fn to_wire(c: &Credential) -> Result<CredentialPut, Failure> {
-    let Some(refresh) = &c.refresh_token else {
-        return Err(Failure::new(
-            ExitCode::GitHub,
-            "GitHub issued a token without a refresh token (token expiration is off for this \
-             App): enable \"Expire user authorization tokens\" in the App's settings, then run \
-             `runner-manager auth login` again",
-        ));
-    };
-    let far = DateTime::<Utc>::MAX_UTC;
-    Ok(CredentialPut {
-        access_token: SecretString::new(c.access_token.expose_secret()),
-        expires_at: millis(c.expires_at.unwrap_or(far)),
-        refresh_token: SecretString::new(refresh.expose_secret()),
-        refresh_expires_at: millis(c.refresh_expires_at.unwrap_or(far)),
-        login: None,
-    })
-}
-
-fn device_failure(e: DeviceFlowError, web_base: &str) -> Failure {
-    let code = match e {
-        DeviceFlowError::Expired
-        | DeviceFlowError::Denied
-        | DeviceFlowError::IncorrectDeviceCode
-        | DeviceFlowError::Cancelled => ExitCode::SignInRequired,
-        DeviceFlowError::UnknownClient { .. } => ExitCode::Usage,
-        _ => ExitCode::GitHub,
-    };
-    let fix = match code {
-        ExitCode::SignInRequired => " (`runner-manager auth login`)".to_owned(),
-        ExitCode::Usage => " (pass the App's id with `--client-id`)".to_owned(),
-        _ => format!(" (is {web_base} reachable? choose another with `--web-base`)"),
-    };
-    Failure::new(code, format!("sign-in failed: {e}{fix}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_wire_credential_keeps_the_tokens_and_expiry() {
-        let c = Credential {
-            access_token: rm_github::SecretString::from("ghu_a".to_owned()),
-            expires_at: DateTime::<Utc>::from_timestamp_millis(1_000),
-            refresh_token: Some(rm_github::SecretString::from("ghr_b".to_owned())),
-            refresh_expires_at: DateTime::<Utc>::from_timestamp_millis(2_000),
-        };
-        let w = to_wire(&c).unwrap();
-        assert_eq!(w.expires_at, UnixMillis::from_millis(1_000));
-        assert_eq!(w.refresh_expires_at, UnixMillis::from_millis(2_000));
-        assert!(!format!("{w:?}").contains("ghu_a"));
-        assert!(serde_json::to_string(&w).unwrap().contains("ghr_b"));
-        let none = Credential::non_expiring(rm_github::SecretString::from("x".to_owned()));
-        assert_eq!(to_wire(&none).unwrap_err().code, ExitCode::GitHub);
-    }
-
-    #[test]
-    fn refusals_say_to_sign_in_again() {
-        let f = device_failure(DeviceFlowError::Denied, "http://x");
-        assert_eq!(f.code, ExitCode::SignInRequired);
-        assert!(
-            f.message.contains("runner-manager auth login"),
-            "{}",
-            f.message
-        );
-        assert!(endpoints("not a url", None).is_err());
-        assert_eq!(
-            endpoints("https://github.com/", None).unwrap().web(),
-            Endpoints::github_com().web()
-        );
-    }
-
-    #[test]
-    fn sign_in_goes_where_the_service_points_unless_a_flag_says_otherwise() {
-        let ghes = GitHubEndpoints {
+    fn flags_that_contradict_the_service_name_its_config_file() {
+        let service = GitHubEndpoints {
             web_base: "https://ghe.example".into(),
             api_base: "https://ghe.example/api/v3".into(),
             client_id: "Iv1.ghes".into(),
         };
-        let none = LoginOptions::default();
-        let t = sign_in_target(&none, Some(&ghes));
-        assert_eq!(t.web_base, "https://ghe.example");
-        assert_eq!(t.api_base.as_deref(), Some("https://ghe.example/api/v3"));
-        assert_eq!(t.client_id.as_deref(), Some("Iv1.ghes"));
-
-        let flag = LoginOptions {
-            web_base: Some("https://other.example".into()),
-            client_id: Some("Iv1.mine".into()),
+        let options = |web: Option<&str>, id: Option<&str>| LoginOptions {
+            web_base: web.map(str::to_owned),
+            client_id: id.map(str::to_owned),
+            data_dir: PathBuf::from("/var/lib/runner-manager"),
         };
-        let t = sign_in_target(&flag, Some(&ghes));
-        assert_eq!(t.web_base, "https://other.example");
-        assert_eq!(
-            t.api_base, None,
-            "another GitHub's API is not the service's"
-        );
-        assert_eq!(t.client_id.as_deref(), Some("Iv1.mine"));
+        assert!(check_flags(&options(None, None), Some(&service)).is_ok());
+        assert!(check_flags(
+            &options(Some("https://GHE.example/"), Some("Iv1.ghes")),
+            Some(&service)
+        )
+        .is_ok());
+        for wrong in [
+            options(Some("https://github.com"), None),
+            options(None, Some("Iv1.other")),
+        ] {
+            let e = check_flags(&wrong, Some(&service)).unwrap_err();
+            assert_eq!(e.code, ExitCode::Usage);
+            assert!(
+                e.message.contains("/var/lib/runner-manager/config.json"),
+                "{}",
+                e.message
+            );
+        }
+        // A service too old to name its GitHub: starting tells.
+        assert!(check_flags(&options(Some("https://x.example"), None), None).is_ok());
+    }
 
-        let old_service = sign_in_target(&none, None);
-        assert_eq!(old_service.web_base, "https://github.com");
-        assert_eq!(old_service.client_id, None, "the built-in App");
+    #[test]
+    fn each_ending_has_its_exit_code() {
+        let session = |state, message: &str| SignInSession {
+            id: "s".into(),
+            user_code: "ABCD-EFGH".into(),
+            verification_uri: "https://github.com/login/device".into(),
+            expires_at: rm_proto::UnixMillis(0),
+            interval_secs: 5,
+            state,
+            login: Some("octo".into()),
+            message: Some(message.into()),
+            fix: Some("enable it".into()),
+            next_try: None,
+        };
+        assert!(report(&session(SignInState::Approved, "")).is_ok());
+        for state in [
+            SignInState::Denied,
+            SignInState::Expired,
+            SignInState::Cancelled,
+        ] {
+            let e = report(&session(state, "why")).unwrap_err();
+            assert_eq!(e.code, ExitCode::SignInRequired, "{state:?}");
+            assert!(
+                e.message.contains("runner-manager auth login"),
+                "{}",
+                e.message
+            );
+        }
+        let e = report(&session(SignInState::Failed, "disabled")).unwrap_err();
+        assert_eq!(e.code, ExitCode::GitHub);
+        assert!(e.message.contains("enable it"), "{}", e.message);
+        let old = start_failure(ClientError::Api {
+            status: 404,
+            code: ErrorCode::NotFound,
+            message: "update runner-manager (the service)".into(),
+        });
+        assert_eq!(old.code, ExitCode::Unsupported);
+        assert!(
+            old.message.contains("restart the service"),
+            "{}",
+            old.message
+        );
     }
 }

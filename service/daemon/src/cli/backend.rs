@@ -7,13 +7,17 @@
 use std::path::{Path, PathBuf};
 
 use rm_core::{
-    Host, Label, LabelSet, Policy, PolicySpec, ProfileName, RoutingPrefix, Target, WorkspaceMode,
+    Host, Label, LabelSet, Policy, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
+    WorkspaceMode,
 };
 use rm_journal::{Journal, JournalError};
 use serde::Serialize;
 
 use crate::exit::{ExitCode, Failure};
 use crate::paths;
+use crate::service::doctor::{
+    host_settings, local_checks, wire, GITHUB_CREDENTIAL, GITHUB_REACHABLE,
+};
 use crate::service::host_row::machine_host;
 
 /// The most runners a host or a policy may be given (the service's own limit).
@@ -47,6 +51,8 @@ pub struct UpdateTarget {
     pub min_capacity: Option<u32>,
     pub enabled: Option<bool>,
     pub extra_labels: Option<Vec<Label>>,
+    /// Retry a target in `repair_required` (the host checks run first).
+    pub retry: bool,
 }
 
 /// One policy as the CLI shows it.
@@ -166,6 +172,64 @@ impl JournalBackend {
                     ),
                 )
             })
+    }
+
+    /// `--retry` on the stopped service: as the service does it, a target in
+    /// `repair_required` goes back to `pending` once the host checks pass.
+    fn prepare_retry(
+        &self,
+        target: &Target,
+        policy: &mut Policy,
+        capacity: u32,
+    ) -> Result<(), Failure> {
+        if policy.state() != PolicyState::RepairRequired {
+            return Err(Failure::new(
+                ExitCode::Conflict,
+                format!(
+                    "{target} is {}, not waiting for repair: there is nothing to retry",
+                    policy.state()
+                ),
+            ));
+        }
+        let checks = local_checks(&host_settings(&self.data_dir), capacity);
+        if let Some(c) = rm_core::first_blocking(&checks) {
+            return Err(Failure::new(
+                ExitCode::HostUnfit,
+                format!(
+                    "{target} cannot be retried yet: host check '{}' fails: {}; fix: {}; then retry",
+                    c.id,
+                    c.detail,
+                    c.fix.as_deref().unwrap_or("see `runner-manager host doctor`")
+                ),
+            ));
+        }
+        policy
+            .transition_to(PolicyState::Pending)
+            .map_err(|e| Failure::internal(e.to_string()))
+    }
+
+    /// `host doctor --offline`: the checks that need no service; GitHub is not asked.
+    pub fn doctor(&mut self) -> Result<rm_proto::DoctorReport, Failure> {
+        let (host, _) = self.ensure_host()?;
+        let mut checks: Vec<rm_proto::HostCheck> =
+            local_checks(&host_settings(&self.data_dir), host.capacity)
+                .iter()
+                .map(wire)
+                .collect();
+        for id in [GITHUB_REACHABLE, GITHUB_CREDENTIAL] {
+            checks.push(rm_proto::HostCheck {
+                id: id.into(),
+                title: "GitHub".into(),
+                state: rm_proto::CheckState::Skipped,
+                required: true,
+                detail: "not asked with --offline (the running service asks GitHub)".into(),
+                fix: None,
+            });
+        }
+        Ok(rm_proto::DoctorReport {
+            at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
+            checks,
+        })
     }
 
     fn view(&mut self, policy: &Policy, host: &Host) -> Result<TargetView, Failure> {
@@ -323,6 +387,9 @@ impl Backend for JournalBackend {
             }
             if let Some(extra) = &change.extra_labels {
                 policy.set_labels(labels_for(&host, profile, extra)?);
+            }
+            if change.retry {
+                self.prepare_retry(target, &mut policy, host.capacity)?;
             }
             match self.journal.update_policy(&policy) {
                 Ok(stored) => return self.view(&stored, &host),

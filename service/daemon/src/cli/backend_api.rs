@@ -8,8 +8,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use rm_proto::{
-    Client, ClientError, ClientOptions, CredentialPut, ErrorCode, HostStatus, Status, TargetAdd,
-    TargetRef, TargetStatus, TargetUpdate,
+    Client, ClientError, ClientOptions, CredentialPut, DoctorReport, ErrorCode, HostStatus, Status,
+    TargetAdd, TargetRef, TargetStatus, TargetUpdate,
 };
 
 use crate::exit::{ExitCode, Failure};
@@ -138,6 +138,12 @@ impl ApiBackend {
 
     pub fn set_host_capacity(&self, capacity: u32) -> Result<HostStatus, Failure> {
         self.block_on(self.client.set_host_capacity(capacity))
+            .map_err(client_failure)
+    }
+
+    /// Runs the host checks in the service, now.
+    pub fn host_doctor(&self) -> Result<DoctorReport, Failure> {
+        self.block_on(self.client.host_doctor())
             .map_err(client_failure)
     }
 

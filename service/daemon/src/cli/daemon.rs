@@ -55,6 +55,12 @@ pub struct RunArgs {
     pub idle_timeout_secs: Option<u64>,
     #[arg(long, hide = true)]
     pub stop_grace_ms: Option<u64>,
+    /// The launch back-off's first wait, in ms (tests: minutes of back-off in seconds).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub launch_backoff_ms: Option<u64>,
+    /// The launch back-off's longest wait, in ms.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub launch_backoff_max_ms: Option<u64>,
 }
 
 fn resolve_operator(text: &str) -> Result<u32, Failure> {
@@ -104,6 +110,8 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         registration_timeout: args.registration_timeout_secs.map(secs),
         idle_timeout: args.idle_timeout_secs.map(secs),
         stop_grace: args.stop_grace_ms.map(Duration::from_millis),
+        launch_backoff: args.launch_backoff_ms.map(Duration::from_millis),
+        launch_backoff_max: args.launch_backoff_max_ms.map(Duration::from_millis),
     };
     crate::service::run(options)
 }

@@ -81,13 +81,14 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum AuthCommand {
-    /// Sign in with GitHub's device flow and hand the credential to the service.
+    /// Sign in: the service runs GitHub's device flow and keeps the credential; this shows
+    /// the code to enter and waits for approval (Ctrl-C cancels).
     Login {
-        /// GitHub's web origin (a GitHub Enterprise Server host, or a test GitHub)
-        /// [default: the one the service uses].
+        /// Only sign in if the service uses this GitHub web origin (the service decides: change
+        /// it in its config.json).
         #[arg(long, value_name = "URL")]
         web_base: Option<String>,
-        /// The GitHub App's client id [default: the one the service uses].
+        /// Only sign in if the service uses this GitHub App client id.
         #[arg(long, value_name = "ID")]
         client_id: Option<String>,
     },
@@ -172,12 +173,23 @@ pub struct SetArgs {
     pub enable: bool,
     #[arg(long)]
     pub disable: bool,
+    /// Try a target that stopped (`repair_required`, launches kept failing) again, once what
+    /// `runner-manager status` names is fixed; the host checks run first.
+    #[arg(long)]
+    pub retry: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum HostCommand {
     /// Show this host.
     Show {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check this host can run runners: the runner account reaches the runner root, the
+    /// package runs, disk space, capacity, GitHub and the credential. Exits non-zero when a
+    /// required check fails.
+    Doctor {
         #[arg(long)]
         json: bool,
     },
@@ -262,6 +274,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
                     &auth::LoginOptions {
                         web_base,
                         client_id,
+                        data_dir: data_dir.clone(),
                     },
                 ),
                 AuthCommand::Status => auth::status(&api),
@@ -279,6 +292,14 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Host(HostCommand::Show { json }) => {
             let status = ApiBackend::connect(&socket)?.status()?;
             output::print_api_host(&status.host, json)
+        }
+        Command::Host(HostCommand::Doctor { json }) if offline => {
+            let report = open_offline(&data_dir)?.1.doctor()?;
+            output::print_doctor(&report, json)
+        }
+        Command::Host(HostCommand::Doctor { json }) => {
+            let report = ApiBackend::connect(&socket)?.host_doctor()?;
+            output::print_doctor(&report, json)
         }
         Command::Host(HostCommand::SetCapacity { capacity }) => {
             let capacity = if offline {
@@ -413,15 +434,17 @@ fn offline_target_command(
                 } else {
                     Some(parse_labels(&s.labels)?)
                 },
+                retry: s.retry,
             };
             if change.capacity.is_none()
                 && change.min_capacity.is_none()
                 && change.enabled.is_none()
                 && change.extra_labels.is_none()
+                && !change.retry
             {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
-                     --monitor-only, --label, --enable, --disable (see `runner-manager {noun} set --help`)"
+                     --monitor-only, --label, --enable, --disable, --retry (see `runner-manager {noun} set --help`)"
                 )));
             }
             let updated = open_offline(data_dir)?
@@ -541,11 +564,12 @@ fn api_target_command(
                 },
                 labels: label_texts(&s.labels)?,
                 monitor_only: s.monitor_only.then_some(true),
+                retry: s.retry.then_some(true),
             };
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
-                     --monitor-only, --label, --enable, --disable (see `runner-manager {noun} set --help`)"
+                     --monitor-only, --label, --enable, --disable, --retry (see `runner-manager {noun} set --help`)"
                 )));
             }
             let updated = ApiBackend::connect(socket)?.update_target(&target, &change)?;

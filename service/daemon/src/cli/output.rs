@@ -143,6 +143,70 @@ pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
     )
 }
 
+/// A target's problem, indented under its line: what is wrong, when it is tried next, the fix.
+fn problem_lines(p: &rm_proto::TargetProblem) -> Vec<String> {
+    let mut lines = vec![format!("    {}: {}", wire(&p.code), p.message)];
+    if let Some(next) = p.next_try {
+        lines.push(format!("    next try: {}", when(next)));
+    }
+    lines.push(format!("    fix: {}", p.fix));
+    lines
+}
+
+/// One host check: `PASS`/`WARN`/`FAIL`/`SKIP`, its title and what was found; the fix below
+/// when it did not pass.
+pub(super) fn check_lines(c: &rm_proto::HostCheck) -> Vec<String> {
+    let state = match c.state {
+        rm_proto::CheckState::Pass => "PASS",
+        rm_proto::CheckState::Warn => "WARN",
+        rm_proto::CheckState::Fail => "FAIL",
+        rm_proto::CheckState::Skipped => "SKIP",
+        rm_proto::CheckState::Unknown => "????",
+    };
+    let advice = if c.required { "" } else { " (advice)" };
+    let mut lines = vec![
+        format!("{state}  {}{advice} [{}]", c.title, c.id),
+        format!("      {}", c.detail),
+    ];
+    if let (Some(fix), false) = (&c.fix, c.state == rm_proto::CheckState::Pass) {
+        lines.push(format!("      fix: {fix}"));
+    }
+    lines
+}
+
+/// `host doctor`: every check, then the verdict; a failed required check is an error (its
+/// exit code lets scripts branch).
+pub(super) fn print_doctor(r: &rm_proto::DoctorReport, as_json: bool) -> Result<(), Failure> {
+    if as_json {
+        json(r)?;
+    } else {
+        for c in &r.checks {
+            for line in check_lines(c) {
+                println!("{line}");
+            }
+        }
+    }
+    if r.fit() {
+        if !as_json {
+            println!("this host is fit to run runners");
+        }
+        return Ok(());
+    }
+    let failed: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.required && c.state == rm_proto::CheckState::Fail)
+        .map(|c| c.id.as_str())
+        .collect();
+    Err(Failure::new(
+        crate::exit::ExitCode::HostUnfit,
+        format!(
+            "this host is unfit: {} failed, so nothing is launched; apply the fixes above, then              retry the targets that stopped (`runner-manager repo set OWNER/REPO --retry`)",
+            failed.join(", ")
+        ),
+    ))
+}
+
 pub(super) fn print_api_added(t: &rm_proto::TargetStatus, routing_label: &str) {
     print_added_line(&api_target_line(t), routing_label);
 }
@@ -224,8 +288,20 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
     if s.targets.is_empty() {
         println!("no targets: add one with `runner-manager repo add owner/repo`");
     }
+    for c in s
+        .host_checks
+        .iter()
+        .filter(|c| c.state == rm_proto::CheckState::Fail)
+    {
+        for line in check_lines(c) {
+            println!("  {line}");
+        }
+    }
     for t in &s.targets {
         println!("  {}", api_target_line(t));
+        for line in t.problem.iter().flat_map(problem_lines) {
+            println!("  {line}");
+        }
     }
     for r in &s.runners {
         let job = r.job.as_ref().map(job_text).unwrap_or_default();
@@ -252,6 +328,39 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_check_shows_its_fix_and_a_passed_one_does_not() {
+        let mut c = rm_proto::HostCheck {
+            id: "runner_root_reachable".into(),
+            title: "The runner account can reach and execute inside the runner root".into(),
+            state: rm_proto::CheckState::Fail,
+            required: true,
+            detail: "/d is mode 0700 (owner root, group root)".into(),
+            fix: Some("`chmod o+x /d`".into()),
+        };
+        assert_eq!(
+            check_lines(&c),
+            vec![
+                "FAIL  The runner account can reach and execute inside the runner root \
+                 [runner_root_reachable]",
+                "      /d is mode 0700 (owner root, group root)",
+                "      fix: `chmod o+x /d`",
+            ]
+        );
+        c.state = rm_proto::CheckState::Pass;
+        assert_eq!(check_lines(&c).len(), 2);
+        let report = rm_proto::DoctorReport {
+            at: rm_proto::UnixMillis(0),
+            checks: vec![rm_proto::HostCheck {
+                state: rm_proto::CheckState::Fail,
+                ..c
+            }],
+        };
+        let e = print_doctor(&report, true).unwrap_err();
+        assert_eq!(e.code, crate::exit::ExitCode::HostUnfit);
+        assert!(e.message.contains("runner_root_reachable"), "{}", e.message);
+    }
 
     #[test]
     fn a_runners_job_is_shown_as_far_as_it_is_known() {

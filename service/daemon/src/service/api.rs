@@ -2,7 +2,9 @@
 //! (compare-and-set), the loops are woken, and their next pass (which re-reads the policies)
 //! carries it out.
 
-use super::events::{has_targets, learn_login, publish_auth};
+use super::credential::{self, AskGitHub};
+use super::events::publish_auth;
+use super::sign_in::SignIns;
 use super::state::{meta, Daemon};
 use super::status::{self, journal_error};
 use rm_core::{
@@ -10,8 +12,9 @@ use rm_core::{
     WorkspaceMode,
 };
 use rm_proto::{
-    ApiError, CredentialPut, Handler, HostCapacity, HostStatus, PauseState, Peer, Status,
-    TargetAdd, TargetRef, TargetStatus, TargetUpdate, WatchStart,
+    ApiError, CredentialPut, DoctorReport, Handler, HostCapacity, HostStatus, PauseState, Peer,
+    SignInSession, SignInStart, Status, TargetAdd, TargetRef, TargetStatus, TargetUpdate,
+    WatchStart,
 };
 use secrecy::SecretString;
 use std::sync::Arc;
@@ -22,6 +25,7 @@ pub const MAX_CAPACITY: u32 = 256;
 #[derive(Clone)]
 pub struct Api {
     pub daemon: Arc<Daemon>,
+    pub sign_in: Arc<SignIns>,
 }
 
 fn millis(m: rm_proto::UnixMillis) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -108,32 +112,6 @@ impl Api {
         self.daemon.wake.notify_one();
         self.daemon.publish_status().await;
     }
-
-    /// A new credential works again: policies parked in `authentication_failed` go back to
-    /// `pending` (their loops resume at the next pass).
-    async fn recover_auth_failed(&self) {
-        for _ in 0..3 {
-            let Ok(policies) = self.policies().await else {
-                return;
-            };
-            let mut conflict = false;
-            for mut p in policies
-                .into_iter()
-                .filter(|p| p.state() == PolicyState::AuthenticationFailed)
-            {
-                if p.transition_to(PolicyState::Pending).is_err() {
-                    continue;
-                }
-                if let Err(e) = self.daemon.journal.with(move |j| j.update_policy(&p)).await {
-                    tracing::debug!(error = %e, "policy changed meanwhile; retrying its recovery");
-                    conflict = true;
-                }
-            }
-            if !conflict {
-                return;
-            }
-        }
-    }
 }
 
 impl Handler for Api {
@@ -168,42 +146,16 @@ impl Handler for Api {
             },
             refresh_expires_at: millis(c.refresh_expires_at),
         };
-        let client = self.daemon.client.clone();
-        tokio::task::spawn_blocking(move || client.set_credential(credential))
-            .await
-            .map_err(|e| ApiError::internal(format!("storing the credential failed: {e}")))?
-            .map_err(|e| {
-                ApiError::service_unavailable(format!(
-                    "the credential could not be stored ({e}): check the service's credential \
-                     store ({}) and sign in again",
-                    self.daemon.store.describe()
-                ))
-            })?;
-        // GitHub says whose credential it is. A host without targets opens no connection, so
-        // there (and when GitHub cannot be asked now) the client's word stands in until the
-        // auth watcher asks GitHub.
-        let learnt = if has_targets(&self.daemon).await {
-            learn_login(&self.daemon).await
-        } else {
-            None
-        };
-        let verified = if learnt.is_some() { "1" } else { "0" };
-        let login = learnt.or_else(|| c.login.clone()).unwrap_or_default();
-        let expires = c.refresh_expires_at.0.to_string();
-        let stored_login = login.clone();
-        self.daemon
-            .journal
-            .with(move |j| {
-                j.meta_set(meta::LOGIN, &login)?;
-                j.meta_set(meta::LOGIN_VERIFIED, verified)?;
-                j.meta_set(meta::SIGN_IN_EXPIRES_MS, &expires)
-            })
-            .await
-            .map_err(journal_error)?;
-        tracing::info!(uid = peer.uid, login = %stored_login, "new GitHub credential stored");
-        self.recover_auth_failed().await;
-        publish_auth(&self.daemon).await;
-        self.changed().await;
+        // The CLI of this version no longer hands credentials over (the service signs in
+        // itself, `POST /v1/sign-in`); the tray or an older CLI may.
+        credential::store(
+            &self.daemon,
+            credential,
+            c.login.clone(),
+            AskGitHub::IfServing,
+            peer.uid,
+        )
+        .await?;
         Ok(())
     }
 
@@ -342,13 +294,23 @@ impl Handler for Api {
                 .map_err(|e| bad(format!("{e}: send fewer labels")))?;
             policy.set_labels(set);
         }
+        let retry = req.retry == Some(true);
+        if retry {
+            self.prepare_retry(&target, &mut policy).await?;
+        }
         let stored = self
             .daemon
             .journal
             .with(move |j| j.update_policy(&policy))
             .await
             .map_err(journal_error)?;
-        tracing::info!(uid = peer.uid, gh_target = %target.name, revision = stored.revision(), "target updated");
+        if retry {
+            self.daemon
+                .launch
+                .forget(&self.daemon.journal, stored.id())
+                .await;
+        }
+        tracing::info!(uid = peer.uid, gh_target = %target.name, revision = stored.revision(), retry, "target updated");
         self.changed().await;
         self.view(&stored).await
     }
@@ -414,6 +376,12 @@ impl Handler for Api {
         Ok(status::host_status(&host))
     }
 
+    async fn host_doctor(&self, _peer: Peer) -> Result<DoctorReport, ApiError> {
+        let report = self.daemon.doctor.run(&self.daemon).await;
+        self.daemon.publish_status().await;
+        Ok(report)
+    }
+
     async fn pause(&self, peer: Peer) -> Result<PauseState, ApiError> {
         self.set_paused(peer, true).await
     }
@@ -421,9 +389,69 @@ impl Handler for Api {
     async fn resume(&self, peer: Peer) -> Result<PauseState, ApiError> {
         self.set_paused(peer, false).await
     }
+
+    async fn start_sign_in(
+        &self,
+        peer: Peer,
+        request: SignInStart,
+    ) -> Result<SignInSession, ApiError> {
+        self.sign_in.start(request.restart, peer.uid).await
+    }
+
+    async fn sign_in_status(&self, _peer: Peer) -> Result<SignInSession, ApiError> {
+        self.sign_in.current().ok_or_else(no_sign_in)
+    }
+
+    async fn cancel_sign_in(&self, peer: Peer) -> Result<SignInSession, ApiError> {
+        self.sign_in.cancel(peer.uid).ok_or_else(no_sign_in)
+    }
+}
+
+fn no_sign_in() -> ApiError {
+    ApiError::not_found(
+        "no sign-in has been started since the service started: start one with \
+         `runner-manager auth login` (or Sign in in the tray)",
+    )
 }
 
 impl Api {
+    /// `--retry`: only a target in `repair_required` is retried, and only once the host checks
+    /// pass (a retry that would fail again at once spends the rate limit for nothing). Moves it
+    /// to `pending`; its loop sees it leave `repair_required` and starts counting afresh.
+    async fn prepare_retry(&self, target: &TargetRef, policy: &mut Policy) -> Result<(), ApiError> {
+        match policy.state() {
+            PolicyState::RepairRequired => {}
+            PolicyState::AuthenticationFailed => {
+                return Err(ApiError::conflict(format!(
+                    "{} waits for a working GitHub credential, not for a repair: sign in again                      with `runner-manager auth login`",
+                    target.name
+                )))
+            }
+            state => {
+                return Err(ApiError::conflict(format!(
+                    "{} is {state}, not waiting for repair: there is nothing to retry (failed                      launches are tried again by themselves after a pause; `runner-manager                      status` shows when)",
+                    target.name
+                )))
+            }
+        }
+        let capacity = self.host().await?.capacity;
+        let checks = self.daemon.doctor.run_local(capacity).await;
+        if let Some(c) = rm_core::first_blocking(&checks) {
+            self.daemon.publish_status().await;
+            let fix = c
+                .fix
+                .clone()
+                .unwrap_or_else(|| "see `runner-manager host doctor`".into());
+            return Err(ApiError::conflict(format!(
+                "{} cannot be retried yet: host check '{}' fails: {}; fix: {fix}; then retry",
+                target.name, c.id, c.detail
+            )));
+        }
+        policy
+            .transition_to(PolicyState::Pending)
+            .map_err(|e| ApiError::internal(format!("{e}: the retry was not recorded")))
+    }
+
     async fn set_paused(&self, peer: Peer, paused: bool) -> Result<PauseState, ApiError> {
         let value = if paused { "1" } else { "0" };
         self.daemon

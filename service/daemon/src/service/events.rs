@@ -1,5 +1,5 @@
 //! The event pump: turns the agent's broadcast into what clients see (watch events, the
-//! recent-failure ring, demand per policy), records the last GitHub contact when a pass
+//! recent-failure ring, demand per policy, launch problems, host checks), records the last GitHub contact when a pass
 //! actually reached GitHub, and notices auth state changes (renewal failures happen inside
 //! the client, not in an event). It also publishes the status again when a demand poll learnt
 //! which job a runner took, and learns the signed-in login (`GET /user`) when it is missing.
@@ -231,10 +231,18 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, seen: &mut Seen) -> bool {
             });
             true
         }
-        EventKind::PolicyStateChanged { .. }
-        | EventKind::Reserved { .. }
-        | EventKind::Adopted { .. }
-        | EventKind::Drained { .. } => true,
+        EventKind::LaunchBackoff { .. }
+        | EventKind::LaunchGaveUp { .. }
+        | EventKind::LaunchHealthy { .. } => daemon.launch.on_event(&daemon.journal, event).await,
+        EventKind::HostChecked { checks } => {
+            daemon.doctor.note_loop_checks(checks);
+            true
+        }
+        EventKind::PolicyStateChanged { .. } => {
+            daemon.launch.on_event(&daemon.journal, event).await;
+            true
+        }
+        EventKind::Reserved { .. } | EventKind::Adopted { .. } | EventKind::Drained { .. } => true,
         EventKind::LaunchRetry { .. }
         | EventKind::Recovered { .. }
         | EventKind::TerminateRequested { .. }

@@ -13,11 +13,15 @@
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
 mod api;
+mod credential;
+pub mod doctor;
 mod events;
 mod fleet;
 mod gate;
 pub(crate) mod host_row;
+mod launch_health;
 mod removals;
+mod sign_in;
 mod state;
 mod status;
 
@@ -75,6 +79,9 @@ pub struct Options {
     pub registration_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub stop_grace: Option<Duration>,
+    /// The launch back-off's first and longest wait (tests; default 15 s and 10 min).
+    pub launch_backoff: Option<Duration>,
+    pub launch_backoff_max: Option<Duration>,
 }
 
 /// GitHub endpoints kept in `<data-dir>/config.json` (GitHub Enterprise Server).
@@ -161,10 +168,6 @@ fn build_client(options: &Options, store: Arc<dyn ServiceStore>) -> Result<GitHu
 }
 
 fn host_config(data_dir: &Path) -> Result<rm_runner::RunnerHostConfig, Failure> {
-    let mut config = rm_runner::RunnerHostConfig::new(
-        data_dir.join("cache"),
-        paths::default_runner_root(data_dir),
-    );
     if paths::is_privileged() {
         // Runners never run as root: a per-attempt uid in the runner account's group.
         rm_runner::ensure_runner_account(rm_runner::DEFAULT_RUNNER_ACCOUNT).map_err(|e| {
@@ -173,10 +176,8 @@ fn host_config(data_dir: &Path) -> Result<rm_runner::RunnerHostConfig, Failure> 
                 rm_runner::DEFAULT_RUNNER_ACCOUNT
             ))
         })?;
-    } else {
-        config.run_as = rm_runner::RunAs::ServiceUser;
     }
-    Ok(config)
+    Ok(doctor::host_settings(data_dir))
 }
 
 /// How the daemon ended.
@@ -254,6 +255,7 @@ async fn serve(
     gate.set_paused(paused);
     let wake = Arc::new(Notify::new());
     let removals = Arc::new(removals::Removals::load(&journal).await);
+    let host_config = host_config(&options.data_dir)?;
     let daemon = Arc::new(state::Daemon::new(
         journal.clone(),
         client.clone(),
@@ -261,7 +263,11 @@ async fn serve(
         Arc::clone(&gate),
         Arc::clone(&wake),
         Arc::clone(&removals),
+        doctor::Doctor::new(host_config.clone()),
     ));
+    daemon.launch.restore(&journal).await;
+    // The host checks at start: `status` names an unfit host before anything is launched.
+    let start_checks = tokio::spawn(doctor::run_at_start(Arc::clone(&daemon)));
     // Auth changes inside the client (a renewal GitHub refused) reach watchers within this;
     // `status` reads the client directly, so only the watch stream waits for it.
     let auth_watch = tokio::spawn(events::watch_auth(
@@ -289,11 +295,16 @@ async fn serve(
         // A login service serves its own user.
         access = access.with_operator(nix::unistd::getuid().as_raw());
     }
+    let sign_in = Arc::new(sign_in::SignIns::new(
+        Arc::clone(&daemon),
+        options.data_dir.join(CONFIG_FILE),
+    ));
     let (api_stop_tx, mut api_stop_rx) = watch::channel(false);
     let api = tokio::spawn(rm_proto::serve_until(
         listener,
         api::Api {
             daemon: Arc::clone(&daemon),
+            sign_in: Arc::clone(&sign_in),
         },
         access,
         ServerLimits::default(),
@@ -321,6 +332,12 @@ async fn serve(
     if let Some(t) = options.stop_grace {
         agent.stop_grace = t;
     }
+    if let Some(first) = options.launch_backoff {
+        agent.launch_backoff.first_delay = first;
+    }
+    if let Some(max) = options.launch_backoff_max {
+        agent.launch_backoff.max_delay = max;
+    }
     let (fleet_stop_tx, fleet_stop_rx) = watch::channel(false);
     let parts = fleet::FleetParts {
         journal: journal.clone(),
@@ -329,7 +346,7 @@ async fn serve(
             gate: Arc::clone(&gate),
         },
         client: client.clone(),
-        host_config: host_config(&options.data_dir)?,
+        host_config,
         agent,
         poll: options.poll,
         tick: options.tick,
@@ -345,6 +362,8 @@ async fn serve(
     let fleet = tokio::spawn(async move { fleet.run(fleet_stop_rx).await });
 
     let ending = wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop).await?;
+    // No sign-in outlives the service (nor starts while it drains).
+    sign_in.shutdown();
     if matches!(ending, Ending::Stopped) {
         tracing::info!(
             deadline_secs = options.drain_deadline.as_secs(),
@@ -363,6 +382,7 @@ async fn serve(
     let _ = api_stop_tx.send(true);
     let _ = api.await;
     pump.abort();
+    start_checks.abort();
     events::save_last_contact(&daemon).await;
     auth_watch.abort();
     let _ = std::fs::remove_file(&options.socket);
@@ -490,6 +510,8 @@ mod tests {
             registration_timeout: None,
             idle_timeout: None,
             stop_grace: None,
+            launch_backoff: None,
+            launch_backoff_max: None,
         }
     }
 

@@ -1,8 +1,10 @@
 //! What the API handler and the event pump share: the journal, the GitHub client, the
 //! credential store, the launch gate, the watch broadcast and what events taught us (demand
-//! per policy, recent failures).
+//! per policy, recent failures, launch problems, the host checks).
 
+use super::doctor::Doctor;
 use super::gate::Gate;
+use super::launch_health::LaunchProblems;
 use super::removals::Removals;
 use crate::store::ServiceStore;
 use rm_adapters::JournalAdapter;
@@ -36,6 +38,10 @@ pub struct Daemon {
     pub gate: Arc<Gate>,
     pub wake: Arc<Notify>,
     pub removals: Arc<Removals>,
+    /// The host checks' last results.
+    pub doctor: Doctor,
+    /// Why targets are not launching (the loops' back-off).
+    pub launch: LaunchProblems,
     pub watch: broadcast::Sender<WatchMessage>,
     demand: Mutex<HashMap<i64, Demand>>,
     failures: Mutex<VecDeque<Failure>>,
@@ -56,6 +62,7 @@ impl Daemon {
         gate: Arc<Gate>,
         wake: Arc<Notify>,
         removals: Arc<Removals>,
+        doctor: Doctor,
     ) -> Daemon {
         let (watch, _) = broadcast::channel(256);
         Daemon {
@@ -65,6 +72,8 @@ impl Daemon {
             gate,
             wake,
             removals,
+            doctor,
+            launch: LaunchProblems::default(),
             watch,
             demand: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),

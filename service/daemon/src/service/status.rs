@@ -1,7 +1,7 @@
 //! `GET /v1/status` (and every watch snapshot): built from the journal (host, policies,
 //! attempts, last GitHub contact, login), the GitHub client (auth state, budget, endpoints, the
-//! job each runner took) and what the event pump learnt (demand, recent failures). Nothing
-//! secret is read here.
+//! job each runner took) and what the event pump learnt (demand, recent failures, launch
+//! problems, host checks). Nothing secret is read here.
 
 use super::state::{meta, Daemon};
 use rm_core::{Attempt, Host, Policy, PolicyId, ProfileName, RoutingPrefix};
@@ -64,7 +64,7 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
         revision: policy.revision(),
         demand: daemon.demand(policy.id().get()),
         active_runners: active,
-        problem: None,
+        problem: daemon.launch.problem(policy),
     }
 }
 
@@ -232,6 +232,6 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         recent_failures: daemon.failures(),
         github: Some(github_endpoints(daemon)),
         github_health: rm_proto::GitHubHealth::default(),
-        host_checks: Vec::new(),
+        host_checks: daemon.doctor.checks(),
     })
 }

@@ -26,6 +26,26 @@ impl World {
         World { gh, dir }
     }
 
+    /// [`World::start`] with a device flow polled every `interval` whose codes live `expires_in`.
+    pub async fn with_device_flow(interval: Duration, expires_in: Duration) -> World {
+        let gh = FakeGitHub::start(rm_testkit::FakeConfig {
+            poll_hold: Duration::from_millis(300),
+            session_timeout: Duration::from_millis(1500),
+            device_interval: interval,
+            device_expires_in: expires_in,
+            ..rm_testkit::FakeConfig::default()
+        })
+        .await
+        .unwrap();
+        gh.create_user("octo").unwrap();
+        gh.create_repo(REPO).unwrap();
+        gh.create_installation("octo", rm_testkit::InstallationRepos::All)
+            .unwrap();
+        gh.set_runner_package(&rm_testkit::harness::runner_package().unwrap());
+        let dir = rm_testkit::harness::runner_temp_dir().unwrap();
+        World { gh, dir }
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

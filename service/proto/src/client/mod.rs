@@ -20,7 +20,7 @@ use crate::requests::{
     CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate,
 };
 use crate::signin::{SignInSession, SignInStart};
-use crate::status::{HostStatus, Status, TargetStatus};
+use crate::status::{DoctorReport, HostStatus, Status, TargetStatus};
 use crate::version::{check_compatibility, VersionInfo, API_HEADER, API_VERSION};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -176,6 +176,12 @@ impl Client {
             Some(&HostCapacity { capacity }),
         )
         .await
+    }
+
+    /// `GET /v1/host/doctor`.
+    pub async fn host_doctor(&self) -> Result<DoctorReport, ClientError> {
+        self.call(Method::GET, paths::HOST_DOCTOR, None::<&()>)
+            .await
     }
 
     /// `POST /v1/pause`.

@@ -29,6 +29,8 @@ pub(super) struct Shared<H> {
     pub(super) policy: AccessPolicy,
     pub(super) limits: ServerLimits,
     pub(super) service_version: String,
+    /// Becomes true when the server stops: watch streams then end cleanly.
+    pub(super) stop: tokio::sync::watch::Receiver<bool>,
 }
 
 pub(super) async fn respond<H: Handler>(
@@ -89,7 +91,7 @@ async fn handle<H: Handler>(
         Route::Status => json(StatusCode::OK, &h.status(peer).await?),
         Route::Watch => {
             let start = h.watch(peer).await?;
-            let rx = start_watch(start, &shared.limits, kill)?;
+            let rx = start_watch(start, &shared.limits, kill, shared.stop.clone())?;
             Ok(Response::builder()
                 .status(StatusCode::OK)
                 .header(CONTENT_TYPE, "application/x-ndjson")
@@ -129,6 +131,7 @@ async fn handle<H: Handler>(
             let capacity = parse_body(&body)?;
             json(StatusCode::OK, &h.set_host_capacity(peer, capacity).await?)
         }
+        Route::HostDoctor => json(StatusCode::OK, &h.host_doctor(peer).await?),
         Route::Pause => {
             parse_no_body(&body)?;
             json(StatusCode::OK, &h.pause(peer).await?)

@@ -67,7 +67,7 @@ use crate::error::ApiError;
 use crate::paths::TargetRef;
 use crate::requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetUpdate};
 use crate::signin::{SignInSession, SignInStart};
-use crate::status::{HostStatus, Status, TargetStatus};
+use crate::status::{DoctorReport, HostStatus, Status, TargetStatus};
 use crate::version::VersionInfo;
 use crate::watch::WatchMessage;
 use hyper::server::conn::http1;
@@ -148,6 +148,19 @@ pub trait Handler: Send + Sync + 'static {
         peer: Peer,
         request: HostCapacity,
     ) -> impl Future<Output = Result<HostStatus, ApiError>> + Send;
+
+    /// `GET /v1/host/doctor`: every host check, run now.
+    fn host_doctor(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<DoctorReport, ApiError>> + Send {
+        let _ = peer;
+        async {
+            Err(ApiError::not_found(
+                "this service cannot run the host checks: update runner-manager (the service)",
+            ))
+        }
+    }
 
     /// `POST /v1/pause`.
     fn pause(&self, peer: Peer) -> impl Future<Output = Result<PauseState, ApiError>> + Send;
@@ -232,8 +245,14 @@ pub async fn serve<H: Handler>(listener: Listener, handler: H, policy: AccessPol
     .await
 }
 
-/// Serves the API on `listener` until `shutdown` completes; then stops accepting and closes the
-/// open connections (watch streams included).
+/// How long open connections get, once `shutdown` completed, to finish the answer in flight:
+/// a watch stream sends what was published before the stop (a sign-in the stop cancelled,
+/// say), then ends cleanly.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves the API on `listener` until `shutdown` completes; then stops accepting, lets open
+/// connections finish their answer in flight (watch streams end after what was published
+/// before the stop) and closes them, within [`STOP_GRACE`].
 pub async fn serve_until<H: Handler>(
     mut listener: Listener,
     handler: H,
@@ -242,13 +261,15 @@ pub async fn serve_until<H: Handler>(
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let all_slots = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(dispatch::Shared {
         service_version: handler.service_version(),
         handler,
         policy,
         limits,
+        stop: stop_rx.clone(),
     });
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -276,6 +297,19 @@ pub async fn serve_until<H: Handler>(
         }
     }
     let _ = stop_tx.send(true);
+    // Every connection holds a slot until it is closed: all slots back means all closed.
+    let closed = slots.acquire_many(all_slots);
+    if tokio::time::timeout(STOP_GRACE + Duration::from_millis(500), closed)
+        .await
+        .is_err()
+    {
+        tracing::debug!("local API connections still open after the stop grace; leaving them");
+    }
+}
+
+/// Resolves once the server stops (the guard `wait_for` returns is not held across awaits).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
 async fn connection<H: Handler>(
@@ -307,8 +341,9 @@ async fn connection<H: Handler>(
         .timer(TokioTimer::new())
         .header_read_timeout(shared.limits.header_read_timeout);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
     tokio::select! {
-        result = conn => {
+        result = conn.as_mut() => {
             if let Err(error) = result {
                 tracing::debug!(%error, %peer, "local API connection ended with an error");
             }
@@ -316,6 +351,10 @@ async fn connection<H: Handler>(
         () = kill.notified() => {
             tracing::info!(%peer, pid = ?peer.pid, "disconnected a watch reader that fell behind");
         }
-        _ = stop.wait_for(|stopped| *stopped) => {}
+        () = stopped(&mut stop) => {
+            // Finish the answer in flight (an idle connection closes at once), bounded.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(STOP_GRACE, conn).await;
+        }
     }
 }

@@ -52,6 +52,7 @@ pub(super) fn start_watch(
     start: WatchStart,
     limits: &ServerLimits,
     kill: Arc<Notify>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<mpsc::Receiver<Bytes>, ApiError> {
     let (tx, rx) = mpsc::channel(limits.watch_queue.max(1));
     let snapshot = encode(&WatchMessage::Snapshot {
@@ -67,6 +68,17 @@ pub(super) fn start_watch(
                 received = events.recv() => received,
                 // The reader went away (connection closed): stop forwarding.
                 () = tx.closed() => return,
+                () = super::stopped(&mut stop) => {
+                    // The server stops: send what was published before, then end the stream
+                    // cleanly (dropping `tx` ends the body) instead of cutting it.
+                    while let Ok(message) = events.try_recv() {
+                        let Ok(line) = encode(&message) else { continue };
+                        if tx.send_timeout(line, bound).await.is_err() {
+                            return;
+                        }
+                    }
+                    return;
+                }
             };
             let message = match message {
                 Ok(message) => message,

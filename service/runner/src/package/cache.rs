@@ -350,32 +350,12 @@ impl<S: PackageSource> PackageCache<S> {
 
     /// Installed packages, any platform, in no particular order.
     pub fn installed(&self) -> Result<Vec<InstalledPackage>, CacheError> {
-        let mut out = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(|e| CacheError::io(&self.dir, e))? {
-            let entry = entry.map_err(|e| CacheError::io(&self.dir, e))?;
-            let Some(id) = PackageId::from_dir_name(&entry.file_name().to_string_lossy()) else {
-                continue;
-            };
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                out.push(InstalledPackage {
-                    id,
-                    dir: entry.path(),
-                    downloaded: false,
-                });
-            }
-        }
-        Ok(out)
+        installed_in(&self.dir)
     }
 
     /// The newest installed package for a platform.
     pub fn current(&self, platform: Platform) -> Result<Option<InstalledPackage>, CacheError> {
-        let mut all: Vec<_> = self
-            .installed()?
-            .into_iter()
-            .filter(|p| p.id.platform == platform)
-            .collect();
-        all.sort_by(|a, b| compare_versions(&a.id.version, &b.id.version));
-        Ok(all.pop())
+        current_in(&self.dir, platform)
     }
 
     /// Removes every installed package except, per platform, the newest two (current and
@@ -416,4 +396,34 @@ impl<S: PackageSource> PackageCache<S> {
         }
         Ok(removed)
     }
+}
+
+/// The packages installed in the cache directory `dir`, any platform, in no particular order.
+/// Reads only: the host doctor looks without opening (and so tidying) the cache.
+pub fn installed_in(dir: &Path) -> Result<Vec<InstalledPackage>, CacheError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| CacheError::io(dir, e))? {
+        let entry = entry.map_err(|e| CacheError::io(dir, e))?;
+        let Some(id) = PackageId::from_dir_name(&entry.file_name().to_string_lossy()) else {
+            continue;
+        };
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.push(InstalledPackage {
+                id,
+                dir: entry.path(),
+                downloaded: false,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The newest package installed in `dir` for a platform.
+pub fn current_in(dir: &Path, platform: Platform) -> Result<Option<InstalledPackage>, CacheError> {
+    let mut all: Vec<_> = installed_in(dir)?
+        .into_iter()
+        .filter(|p| p.id.platform == platform)
+        .collect();
+    all.sort_by(|a, b| compare_versions(&a.id.version, &b.id.version));
+    Ok(all.pop())
 }

@@ -9,7 +9,9 @@ pub(crate) mod extract;
 mod source;
 mod version;
 
-pub use cache::{CacheError, InstalledPackage, PackageCache, CHECK_INTERVAL};
+pub use cache::{
+    current_in, installed_in, CacheError, InstalledPackage, PackageCache, CHECK_INTERVAL,
+};
 pub use extract::ExtractError;
 pub use source::{DownloadProgress, DownloadSink, PackageSource, ProgressFn, SourceError};
 pub use version::compare_versions;

@@ -86,6 +86,15 @@ fn device_code(shared: &Arc<Shared>, req: &Req) -> Reply {
         _ => return Reply::error(StatusCode::NOT_FOUND, "Not Found"),
     }
     let mut w = shared.world();
+    if w.device_flow_disabled {
+        return answer(
+            req,
+            StatusCode::BAD_REQUEST,
+            json!({"error": "device_flow_disabled",
+                   "error_description": "Device Flow must be explicitly enabled for this App",
+                   "error_uri": ERROR_URI}),
+        );
+    }
     let (device_code, user_code) = w.new_device();
     let body = json!({
         "device_code": device_code,
@@ -141,6 +150,13 @@ fn access_token(shared: &Arc<Shared>, req: &Req) -> Reply {
         );
     }
     let mut w = shared.world();
+    if w.device_flow_disabled && grant.as_deref() == Some(DEVICE_GRANT) {
+        return oauth_error(
+            req,
+            "device_flow_disabled",
+            "Device Flow must be explicitly enabled for this App",
+        );
+    }
     if grant.as_deref() == Some("refresh_token") {
         let Some(refresh) = param(&p, "refresh_token") else {
             return oauth_error(

@@ -253,6 +253,9 @@ pub(crate) struct World {
     pub refresh_lifetime: Duration,
     pub device_interval: Duration,
     pub device_expires_in: Duration,
+    /// The App's "Enable Device Flow" setting is off: both OAuth device endpoints refuse with
+    /// `device_flow_disabled`.
+    pub device_flow_disabled: bool,
     pub session_timeout: Duration,
     request_seq: u64,
 }
@@ -305,6 +308,7 @@ impl World {
             refresh_lifetime: config.refresh_token_lifetime,
             device_interval: config.device_interval,
             device_expires_in: config.device_expires_in,
+            device_flow_disabled: false,
             session_timeout: config.session_timeout,
             request_seq: 0,
         }

@@ -1,0 +1,287 @@
+//! The host doctor: every host check (`rm_runner::doctor`'s runner checks and capacity advice,
+//! plus whether GitHub answers and takes the credential), run at start, on `GET
+//! /v1/host/doctor` and before a retry; the last results are what `status` shows in
+//! `host_checks`. The loops run the required runner checks themselves before a launch after a
+//! failure; their results are merged in here ([`Doctor::note_loop_checks`]).
+//!
+//! GitHub is asked with `GET /rate_limit`, which GitHub does not charge, and only while the
+//! host has a target: a host without targets stays off the network.
+
+use super::state::Daemon;
+use rm_core::{CheckState, HostCheck};
+use rm_github::{AuthState, GitHubError};
+use rm_proto::{DoctorReport, UnixMillis};
+use rm_runner::{Platform, RunAs, RunnerHostConfig};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Stable ids of the GitHub checks.
+pub const GITHUB_REACHABLE: &str = "github_reachable";
+pub const GITHUB_CREDENTIAL: &str = "github_credential";
+
+/// How long asking GitHub may take before the doctor reports it unreachable.
+const PROBE_DEADLINE: Duration = Duration::from_secs(15);
+
+/// The runner host settings of a data directory: runners under `<data>/runners` from the
+/// package cache `<data>/cache`, run per attempt under their own uid when the service is root,
+/// else as the service user. (`daemon run` also makes sure the runner account exists.)
+pub fn host_settings(data_dir: &Path) -> RunnerHostConfig {
+    let mut config = RunnerHostConfig::new(
+        data_dir.join("cache"),
+        crate::paths::default_runner_root(data_dir),
+    );
+    if !crate::paths::is_privileged() {
+        config.run_as = RunAs::ServiceUser;
+    }
+    config
+}
+
+/// The checks that need no service: the runner checks and the capacity advice (blocking).
+pub fn local_checks(config: &RunnerHostConfig, capacity: u32) -> Vec<HostCheck> {
+    let mut checks = rm_runner::doctor::runner_checks(&rm_runner::doctor::DoctorSubject {
+        runner_root: &config.runner_root,
+        cache_dir: &config.cache_dir,
+        run_as: &config.run_as,
+        platform: Platform::current(),
+    });
+    checks.push(rm_runner::doctor::capacity_check(capacity));
+    checks
+}
+
+/// A check as the local API shows it.
+pub fn wire(c: &HostCheck) -> rm_proto::HostCheck {
+    rm_proto::HostCheck {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        state: match c.state {
+            CheckState::Pass => rm_proto::CheckState::Pass,
+            CheckState::Warn => rm_proto::CheckState::Warn,
+            CheckState::Fail => rm_proto::CheckState::Fail,
+            CheckState::Skipped => rm_proto::CheckState::Skipped,
+        },
+        required: c.required,
+        detail: c.detail.clone(),
+        fix: c.fix.clone(),
+    }
+}
+
+fn check(id: &str, state: CheckState, detail: String, fix: Option<String>) -> HostCheck {
+    let title = match id {
+        GITHUB_REACHABLE => "The service can reach GitHub",
+        _ => "GitHub accepts the service's credential",
+    };
+    HostCheck {
+        id: id.to_string(),
+        title: title.to_string(),
+        state,
+        required: true,
+        detail,
+        fix,
+    }
+}
+
+fn sign_in() -> Option<String> {
+    Some("sign in with `runner-manager auth login` (or the tray's Sign in)".into())
+}
+
+/// `github_reachable` and `github_credential`, asking GitHub at most once (for free).
+pub async fn github_checks(daemon: &Daemon, has_targets: bool) -> Vec<HostCheck> {
+    let api = daemon.client.config().endpoints.api().to_string();
+    let skipped = |id, why: &str| check(id, CheckState::Skipped, why.to_string(), None);
+    match daemon.client.auth_state() {
+        AuthState::SignedOut => {
+            return vec![
+                skipped(
+                    GITHUB_REACHABLE,
+                    "not asked: the service holds no credential",
+                ),
+                check(
+                    GITHUB_CREDENTIAL,
+                    CheckState::Fail,
+                    "the service holds no GitHub credential".into(),
+                    sign_in(),
+                ),
+            ]
+        }
+        AuthState::SignInRequired { reason } => {
+            return vec![
+                skipped(
+                    GITHUB_REACHABLE,
+                    "not asked: the credential stopped working",
+                ),
+                check(
+                    GITHUB_CREDENTIAL,
+                    CheckState::Fail,
+                    format!("the credential stopped working: {reason}"),
+                    sign_in(),
+                ),
+            ]
+        }
+        AuthState::SignedIn { .. } => {}
+    }
+    if !has_targets {
+        let why = "not asked: a host without targets stays off the network (add one with \
+                   `runner-manager repo add OWNER/REPO`)";
+        return vec![
+            skipped(GITHUB_REACHABLE, why),
+            skipped(GITHUB_CREDENTIAL, why),
+        ];
+    }
+    let answered = |detail: String| check(GITHUB_REACHABLE, CheckState::Pass, detail, None);
+    match tokio::time::timeout(PROBE_DEADLINE, daemon.client.rate_limit()).await {
+        Ok(Ok(rate)) => {
+            let left = rate.map_or_else(String::new, |r| {
+                format!("; {} of {} requests left this hour", r.remaining, r.limit)
+            });
+            vec![
+                answered(format!("{api} answered{left} (asking is free)")),
+                check(
+                    GITHUB_CREDENTIAL,
+                    CheckState::Pass,
+                    "GitHub accepted the credential".into(),
+                    None,
+                ),
+            ]
+        }
+        Ok(Err(e @ (GitHubError::Unauthorized | GitHubError::SignInRequired { .. }))) => vec![
+            answered(format!("{api} answered")),
+            check(
+                GITHUB_CREDENTIAL,
+                CheckState::Fail,
+                e.to_string(),
+                sign_in(),
+            ),
+        ],
+        Ok(Err(GitHubError::RateLimited { until, .. })) => vec![
+            check(
+                GITHUB_REACHABLE,
+                CheckState::Warn,
+                format!("GitHub rate-limits this credential until {until}: nothing is sent before"),
+                Some(
+                    "wait; other tools using the same GitHub account share its hourly limit".into(),
+                ),
+            ),
+            skipped(GITHUB_CREDENTIAL, "not asked while rate-limited"),
+        ],
+        Ok(Err(e @ GitHubError::Transient { .. })) => vec![
+            check(
+                GITHUB_REACHABLE,
+                CheckState::Fail,
+                e.to_string(),
+                Some(format!(
+                    "check this machine's network, DNS, proxy and firewall for {api}"
+                )),
+            ),
+            skipped(GITHUB_CREDENTIAL, "not asked: GitHub did not answer"),
+        ],
+        Ok(Err(e)) => vec![
+            answered(format!("{api} answered")),
+            check(GITHUB_CREDENTIAL, CheckState::Warn, e.to_string(), None),
+        ],
+        Err(_) => vec![
+            check(
+                GITHUB_REACHABLE,
+                CheckState::Fail,
+                format!("{api} did not answer within {} s", PROBE_DEADLINE.as_secs()),
+                Some(format!(
+                    "check this machine's network, DNS, proxy and firewall for {api}"
+                )),
+            ),
+            skipped(GITHUB_CREDENTIAL, "not asked: GitHub did not answer"),
+        ],
+    }
+}
+
+/// The last results, in check order.
+pub struct Doctor {
+    config: RunnerHostConfig,
+    last: Mutex<Vec<HostCheck>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Doctor {
+    pub fn new(config: RunnerHostConfig) -> Doctor {
+        Doctor {
+            config,
+            last: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The last results, as `status` shows them.
+    pub fn checks(&self) -> Vec<rm_proto::HostCheck> {
+        locked(&self.last).iter().map(wire).collect()
+    }
+
+    /// Replaces the results with the same ids, keeping the others (and the order).
+    fn merge(&self, fresh: &[HostCheck]) {
+        let mut last = locked(&self.last);
+        for c in fresh {
+            match last.iter_mut().find(|old| old.id == c.id) {
+                Some(old) => *old = c.clone(),
+                None => last.push(c.clone()),
+            }
+        }
+    }
+
+    /// A loop ran the runner checks before a launch.
+    pub fn note_loop_checks(&self, checks: &[HostCheck]) {
+        self.merge(checks);
+    }
+
+    /// The runner checks and the capacity advice, run now (off the async threads).
+    pub async fn run_local(&self, capacity: u32) -> Vec<HostCheck> {
+        let config = self.config.clone();
+        let checks = tokio::task::spawn_blocking(move || local_checks(&config, capacity))
+            .await
+            .unwrap_or_else(|e| {
+                vec![HostCheck {
+                    id: "host_checks".into(),
+                    title: "The host checks ran".into(),
+                    state: CheckState::Fail,
+                    required: false,
+                    detail: format!("the checks could not run: {e}"),
+                    fix: Some("see the service's log".into()),
+                }]
+            });
+        self.merge(&checks);
+        checks
+    }
+
+    /// Every check, run now; the results become what `status` shows.
+    pub async fn run(&self, daemon: &Daemon) -> DoctorReport {
+        let (capacity, has_targets) = daemon
+            .journal
+            .with(|j| {
+                let capacity = j.get_host()?.map_or(1, |r| r.host.capacity);
+                Ok((capacity, !j.list_policies()?.is_empty()))
+            })
+            .await
+            .unwrap_or((1, false));
+        let mut checks = self.run_local(capacity).await;
+        let github = github_checks(daemon, has_targets).await;
+        self.merge(&github);
+        checks.extend(github);
+        DoctorReport {
+            at: UnixMillis(chrono::Utc::now().timestamp_millis()),
+            checks: checks.iter().map(wire).collect(),
+        }
+    }
+}
+
+/// The doctor at start: results for `status` before the first launch, a warning in the log
+/// for each failed required check.
+pub async fn run_at_start(daemon: std::sync::Arc<Daemon>) {
+    let report = daemon.doctor.run(&daemon).await;
+    for c in report
+        .checks
+        .iter()
+        .filter(|c| c.required && c.state == rm_proto::CheckState::Fail)
+    {
+        tracing::warn!(check = %c.id, detail = %c.detail, fix = ?c.fix, "host check failed");
+    }
+    daemon.publish_status().await;
+}
