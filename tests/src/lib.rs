@@ -58,12 +58,18 @@ where
 /// The fake GitHub seeded like the demo: user `octo`, repo `octo/hello` installed, the fake
 /// runner package served. Device-flow polls are allowed every second.
 pub async fn fake_github() -> FakeGitHub {
-    let gh = FakeGitHub::start(FakeConfig {
+    fake_github_with(FakeConfig {
         device_interval: Duration::from_secs(1),
         ..FakeConfig::default()
     })
     .await
-    .expect("fake GitHub starts");
+}
+
+/// [`fake_github`] with another configuration (e.g. short-lived device codes).
+pub async fn fake_github_with(config: FakeConfig) -> FakeGitHub {
+    let gh = FakeGitHub::start(config)
+        .await
+        .expect("fake GitHub starts");
     gh.create_user("octo").unwrap();
     gh.create_repo("octo/hello").unwrap();
     gh.create_installation(
