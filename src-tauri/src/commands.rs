@@ -44,13 +44,8 @@ pub async fn sign_out(app: AppHandle) -> Answer<()> {
 }
 
 fn target_ref(target: &str) -> Answer<TargetRef> {
-    TargetRef::parse(target.trim()).map_err(|e| {
-        CommandError::new(
-            "bad_request",
-            e.to_string(),
-            "Give owner/repo for a repository or org for an organization.",
-        )
-    })
+    // The parser's message already names the fix.
+    TargetRef::parse(target.trim()).map_err(|e| CommandError::new("bad_request", e.to_string(), ""))
 }
 
 #[tauri::command]

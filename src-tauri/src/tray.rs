@@ -13,15 +13,26 @@ use tauri::{AppHandle, Manager, Wry};
 
 pub const TRAY_ID: &str = "runner-manager";
 
-/// What is on screen now, so an unchanged model does not rebuild the menu.
+/// What is on screen now. An unchanged model changes nothing; a model whose menu has the same
+/// shape (the same items in the same places) updates the items' texts and checks in place, so
+/// item ids stay stable while the menu is open (elapsed times change every second).
 #[derive(Default)]
 pub struct Rendered {
     icon: Option<TrayState>,
     menu: Vec<Line>,
+    items: Vec<Handle>,
     title: String,
 }
 
-/// One menu line as data (the menu is rebuilt from these when they change).
+/// A built item that may change in place.
+enum Handle {
+    Text(MenuItem<Wry>),
+    Check(CheckMenuItem<Wry>),
+    Sub(Submenu<Wry>),
+    Separator,
+}
+
+/// One menu line as data (the menu is rebuilt from these when their shape changes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Line {
     Text {
@@ -39,6 +50,55 @@ enum Line {
         text: String,
         items: Vec<Line>,
     },
+}
+
+/// The shape of a menu: kinds and ids, not texts or checks.
+fn shape(lines: &[Line]) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in lines {
+        match l {
+            Line::Text { id, .. } => out.push(format!("t:{id}")),
+            Line::Check { id, .. } => out.push(format!("c:{id}")),
+            Line::Separator => out.push("-".to_owned()),
+            Line::Sub { items, .. } => {
+                out.push("(".to_owned());
+                out.extend(shape(items));
+                out.push(")".to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The lines in build order (depth first), as [`build_items`] records their handles.
+fn flat(lines: &[Line]) -> Vec<&Line> {
+    let mut out = Vec::new();
+    for l in lines {
+        out.push(l);
+        if let Line::Sub { items, .. } = l {
+            out.extend(flat(items));
+        }
+    }
+    out
+}
+
+/// Brings built items to `lines` (same shape) without rebuilding.
+fn update_in_place(handles: &[Handle], lines: &[Line]) -> tauri::Result<()> {
+    for (h, l) in handles.iter().zip(flat(lines)) {
+        match (h, l) {
+            (Handle::Text(item), Line::Text { text, enabled, .. }) => {
+                item.set_text(text)?;
+                item.set_enabled(*enabled)?;
+            }
+            (Handle::Check(item), Line::Check { text, checked, .. }) => {
+                item.set_text(text)?;
+                item.set_checked(*checked)?;
+            }
+            (Handle::Sub(item), Line::Sub { text, .. }) => item.set_text(text)?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn text(id: &str, text: impl Into<String>, enabled: bool) -> Line {
@@ -149,40 +209,48 @@ fn lines(view: &View, status: Option<&Status>, start_at_login: bool) -> Vec<Line
     out
 }
 
-fn build_items(app: &AppHandle, lines: &[Line]) -> tauri::Result<Vec<Box<dyn IsMenuItem<Wry>>>> {
+fn build_items(
+    app: &AppHandle,
+    lines: &[Line],
+    handles: &mut Vec<Handle>,
+) -> tauri::Result<Vec<Box<dyn IsMenuItem<Wry>>>> {
     let mut items: Vec<Box<dyn IsMenuItem<Wry>>> = Vec::new();
     for line in lines {
         match line {
-            Line::Text { id, text, enabled } => items.push(Box::new(MenuItem::with_id(
-                app,
-                id.as_str(),
-                text,
-                *enabled,
-                None::<&str>,
-            )?)),
-            Line::Check { id, text, checked } => items.push(Box::new(CheckMenuItem::with_id(
-                app,
-                id.as_str(),
-                text,
-                true,
-                *checked,
-                None::<&str>,
-            )?)),
-            Line::Separator => items.push(Box::new(PredefinedMenuItem::separator(app)?)),
+            Line::Text { id, text, enabled } => {
+                let item = MenuItem::with_id(app, id.as_str(), text, *enabled, None::<&str>)?;
+                handles.push(Handle::Text(item.clone()));
+                items.push(Box::new(item));
+            }
+            Line::Check { id, text, checked } => {
+                let item =
+                    CheckMenuItem::with_id(app, id.as_str(), text, true, *checked, None::<&str>)?;
+                handles.push(Handle::Check(item.clone()));
+                items.push(Box::new(item));
+            }
+            Line::Separator => {
+                handles.push(Handle::Separator);
+                items.push(Box::new(PredefinedMenuItem::separator(app)?));
+            }
             Line::Sub { text, items: sub } => {
-                let children = build_items(app, sub)?;
+                let at = handles.len();
+                handles.push(Handle::Separator); // replaced below, once the submenu exists
+                let children = build_items(app, sub, handles)?;
                 let refs: Vec<&dyn IsMenuItem<Wry>> = children.iter().map(|b| b.as_ref()).collect();
-                items.push(Box::new(Submenu::with_items(app, text, true, &refs)?));
+                let submenu = Submenu::with_items(app, text, true, &refs)?;
+                handles[at] = Handle::Sub(submenu.clone());
+                items.push(Box::new(submenu));
             }
         }
     }
     Ok(items)
 }
 
-fn build_menu(app: &AppHandle, lines: &[Line]) -> tauri::Result<Menu<Wry>> {
-    let items = build_items(app, lines)?;
+fn build_menu(app: &AppHandle, lines: &[Line]) -> tauri::Result<(Menu<Wry>, Vec<Handle>)> {
+    let mut handles = Vec::new();
+    let items = build_items(app, lines, &mut handles)?;
     let refs: Vec<&dyn IsMenuItem<Wry>> = items.iter().map(|b| b.as_ref()).collect();
-    Menu::with_items(app, &refs)
+    Ok((Menu::with_items(app, &refs)?, handles))
 }
 
 /// Creates the tray icon (state: connecting).
@@ -194,7 +262,7 @@ pub fn create(app: &AppHandle) -> tauri::Result<TrayIcon> {
     if let Some(image) = icon(TrayState::Connecting) {
         builder = builder.icon(image);
     }
-    let menu = build_menu(app, &[text("header", "Connecting to the service…", false)])?;
+    let (menu, _) = build_menu(app, &[text("header", "Connecting to the service…", false)])?;
     builder.menu(&menu).build(app)
 }
 
@@ -209,14 +277,21 @@ pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let wanted = lines(view, status, autostart::is_enabled(app));
     if done.menu != wanted {
-        match build_menu(app, &wanted) {
-            Ok(menu) => {
-                if let Err(error) = tray.set_menu(Some(menu)) {
-                    tracing::warn!(%error, "could not update the tray menu");
+        let same_shape = shape(&done.menu) == shape(&wanted) && !done.items.is_empty();
+        let updated = same_shape && update_in_place(&done.items, &wanted).is_ok();
+        if updated {
+            done.menu = wanted;
+        } else {
+            match build_menu(app, &wanted) {
+                Ok((menu, handles)) => {
+                    if let Err(error) = tray.set_menu(Some(menu)) {
+                        tracing::warn!(%error, "could not update the tray menu");
+                    }
+                    done.menu = wanted;
+                    done.items = handles;
                 }
-                done.menu = wanted;
+                Err(error) => tracing::warn!(%error, "could not build the tray menu"),
             }
-            Err(error) => tracing::warn!(%error, "could not build the tray menu"),
         }
     }
     if done.icon != Some(view.state) {

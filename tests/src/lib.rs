@@ -67,9 +67,7 @@ pub async fn fake_github() -> FakeGitHub {
 
 /// [`fake_github`] with another configuration (e.g. short-lived device codes).
 pub async fn fake_github_with(config: FakeConfig) -> FakeGitHub {
-    let gh = FakeGitHub::start(config)
-        .await
-        .expect("fake GitHub starts");
+    let gh = FakeGitHub::start(config).await.expect("fake GitHub starts");
     gh.create_user("octo").unwrap();
     gh.create_repo("octo/hello").unwrap();
     gh.create_installation(

@@ -265,14 +265,27 @@ impl Session {
             .unwrap_or_default()
     }
 
-    /// Clicks the menu item whose label starts with `label`.
+    /// Clicks the menu item whose label starts with `label`. A menu rebuilt between reading
+    /// it and clicking (new ids) is read again.
     pub async fn click(&mut self, label: &str) {
-        let menu = self
-            .until_menu(&format!("an item {label:?}"), |m| m.find(label).is_some())
-            .await;
-        let id = menu.find(label).map(|n| n["id"].clone()).expect("item");
-        let r = self.cmd(json!({"cmd": "click", "id": id})).await;
-        assert!(r.get("error").is_none(), "click {label}: {r}");
+        let start = Instant::now();
+        loop {
+            let menu = self
+                .until_menu(&format!("an item {label:?}"), |m| m.find(label).is_some())
+                .await;
+            let id = menu.find(label).map(|n| n["id"].clone()).expect("item");
+            let r = self.cmd(json!({"cmd": "click", "id": id})).await;
+            match r.get("error").and_then(Value::as_str) {
+                None => return,
+                Some(e) if e.contains("does not refer to a menu item") => {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(30),
+                        "click {label}: {e}"
+                    );
+                }
+                Some(e) => panic!("click {label}: {e}"),
+            }
+        }
     }
 
     /// Every Notify call so far.

@@ -162,20 +162,31 @@ impl Driver {
         }
     }
 
-    /// Clicks the first element matching `css` (through the DOM: no pointer needed).
+    /// Clicks the first element matching `css` (through the DOM: no pointer needed), once it
+    /// exists and is enabled (a change in flight disables the controls it concerns).
     pub async fn click(&self, css: &str) {
         let script = format!(
-            "const e = document.querySelector({}); if (!e) return false; e.click(); return true;",
+            "const e = document.querySelector({}); if (!e || e.disabled) return false; \
+             e.click(); return true;",
             serde_json::to_string(css).unwrap_or_default()
         );
-        assert_eq!(self.exec(&script).await, json!(true), "no {css} to click");
+        let start = Instant::now();
+        while self.exec(&script).await != json!(true) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no enabled {css} to click; page: {}",
+                self.text("body").await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Types into an input (sets its value and fires `input`).
     pub async fn fill(&self, css: &str, value: &str) {
         let script = format!(
             "const e = document.querySelector({}); if (!e) return false; e.value = {}; \
-             e.dispatchEvent(new Event('input', {{bubbles: true}})); return true;",
+             e.dispatchEvent(new Event('input', {{bubbles: true}})); \
+             e.dispatchEvent(new Event('change', {{bubbles: true}})); return true;",
             serde_json::to_string(css).unwrap_or_default(),
             serde_json::to_string(value).unwrap_or_default()
         );

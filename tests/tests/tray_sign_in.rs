@@ -64,7 +64,9 @@ async fn open_window(s: &Session, d: &Daemon) -> Driver {
 
 async fn user_code(driver: &Driver) -> String {
     driver
-        .until_text("#user-code", "a user code", |t| t.len() == 9 && t.contains('-'))
+        .until_text("#user-code", "a user code", |t| {
+            t.len() == 9 && t.contains('-')
+        })
         .await
 }
 
@@ -97,8 +99,15 @@ async fn signing_in_through_the_window_leaves_the_credential_in_the_secret_servi
     let open = driver.text("#open").await;
     let origin = gh.origin();
     let host = origin.trim_start_matches("http://");
-    assert_eq!(open, format!("Open {host}/login/device"), "the service's GitHub");
-    assert!(driver.text("#time-left").await.starts_with("The code is valid for 1"));
+    assert_eq!(
+        open,
+        format!("Open {host}/login/device"),
+        "the service's GitHub"
+    );
+    assert!(driver
+        .text("#time-left")
+        .await
+        .starts_with("The code is valid for 1"));
 
     gh.approve_device(&code, "octo").unwrap();
     let status = driver
@@ -118,7 +127,10 @@ async fn signing_in_through_the_window_leaves_the_credential_in_the_secret_servi
         .iter()
         .any(|n| n["summary"] == "Signed in as octo")
     {
-        assert!(start.elapsed() < Duration::from_secs(20), "no sign-in notification");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no sign-in notification"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -136,7 +148,8 @@ async fn signing_in_through_the_window_leaves_the_credential_in_the_secret_servi
         .map(str::to_owned)
         .collect();
     assert!(
-        tokens.iter().any(|t| t.starts_with("ghu_")) && tokens.iter().any(|t| t.starts_with("ghr_")),
+        tokens.iter().any(|t| t.starts_with("ghu_"))
+            && tokens.iter().any(|t| t.starts_with("ghr_")),
         "the Secret Service holds the pair: {text}"
     );
     // And nowhere in the tray's HOME, XDG directories (webview storage included) or its log.
@@ -149,7 +162,9 @@ async fn signing_in_through_the_window_leaves_the_credential_in_the_secret_servi
         assert!(hits.is_empty(), "a secret reached {hits:?}");
     }
     assert!(
-        !files_containing(s.home.path(), "device_code", &keyring).iter().any(|f| f.ends_with("tray.log")),
+        !files_containing(s.home.path(), "device_code", &keyring)
+            .iter()
+            .any(|f| f.ends_with("tray.log")),
         "the tray's log never mentions a device code"
     );
     d.stop().await.unwrap();
@@ -200,8 +215,11 @@ async fn an_expired_code_offers_a_new_one() {
     if !webdriver_or_skip() {
         return;
     }
-    let Some(s) = session_or_skip("an_expired_code_offers_a_new_one", SessionOptions::default())
-        .await
+    let Some(s) = session_or_skip(
+        "an_expired_code_offers_a_new_one",
+        SessionOptions::default(),
+    )
+    .await
     else {
         return;
     };
@@ -238,7 +256,9 @@ async fn device_flow_disabled_for_the_app_names_the_fix() {
     let d = Daemon::start(&gh).await;
     let driver = open_window(&s, &d).await;
     let status = driver
-        .until_text("#status", "the refusal", |t| t.contains("device flow is not enabled"))
+        .until_text("#status", "the refusal", |t| {
+            t.contains("device flow is not enabled")
+        })
         .await;
     assert!(!status.is_empty());
     let fix = driver.text("#fix").await;

@@ -405,6 +405,15 @@ fn rate_limited_target_problems_and_failed_host_checks_call_for_attention_with_t
         detail: "/var/lib/runner-manager/runners is read-only".into(),
         fix: Some("remount it read-write".into()),
     }];
+    // The doctor's view of the credential is not shown twice (auth says it, and is current).
+    s.host_checks.push(crate::status::HostCheck {
+        id: "github_credential".into(),
+        title: "GitHub accepts the service's credential".into(),
+        state: crate::status::CheckState::Fail,
+        required: true,
+        detail: "the service holds no GitHub credential".into(),
+        fix: None,
+    });
     let m = connected(s);
     let v = m.view(t(MIN));
     assert_eq!(v.state, TrayState::Attention);

@@ -354,7 +354,11 @@ impl Model {
             _ => {}
         }
         for check in &status.host_checks {
-            if check.required && check.state == CheckState::Fail {
+            // Sign-in and GitHub's reachability are shown from `auth` and `github_health`,
+            // which are current; the doctor's copies of them are only as fresh as its last run.
+            let about_github =
+                matches!(check.id.as_str(), "github_credential" | "github_reachable");
+            if check.required && check.state == CheckState::Fail && !about_github {
                 out.push(Concern {
                     code: format!("host_check_{}", check.id),
                     message: format!("{}: {}", check.title, check.detail),
