@@ -28,6 +28,12 @@ use tauri::{Manager, RunEvent};
 use windows::Window;
 
 fn main() -> ExitCode {
+    // GTK's GL (Mesa, ~50 MB resident with its LLVM under software rendering) buys nothing for
+    // a tray and two plain pages. Set before any thread starts; a user's own choice wins.
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("GDK_GL").is_none() {
+        std::env::set_var("GDK_GL", "disable");
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

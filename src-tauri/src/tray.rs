@@ -138,12 +138,24 @@ fn target_words(t: &TargetStatus) -> String {
     format!("{} — {state}", t.target)
 }
 
+/// Menus do not wrap: a long line is cut at a word, the whole text is in the dashboard.
+const MENU_LINE_CHARS: usize = 110;
+
+fn clip(text: &str) -> String {
+    if text.chars().count() <= MENU_LINE_CHARS {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(MENU_LINE_CHARS).collect();
+    let at = cut.rfind(' ').unwrap_or(cut.len());
+    format!("{}…", cut[..at].trim_end_matches([',', ';', ':']))
+}
+
 /// The menu's lines for a view.
 fn lines(view: &View, status: Option<&Status>, start_at_login: bool) -> Vec<Line> {
-    let mut out = vec![text("header", view.header.clone(), false)];
+    let mut out = vec![text("header", clip(&view.header), false)];
     if let Some(concern) = view.concerns.first() {
         // The fix, right under the header (e.g. the command that starts the service).
-        out.push(text("fix", concern.fix.clone(), false));
+        out.push(text("fix", clip(&concern.fix), false));
     }
     let connected = matches!(
         view.state,
@@ -307,5 +319,19 @@ pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
         }
         let _ = tray.set_tooltip(Some(&view.summary));
         done.title = view.summary.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn long_menu_lines_are_cut_at_a_word() {
+        assert_eq!(clip("short"), "short");
+        let long = "word ".repeat(40);
+        let c = clip(&long);
+        assert!(c.ends_with("word…"), "{c}");
+        assert!(c.chars().count() <= 111, "{c}");
     }
 }
