@@ -18,9 +18,23 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/runner-manager-target}"
 # and tests of one crate must find the binaries of another.
 cargo build --workspace --bins --locked
 
+# The update tests apply a real newer build: this checkout built with the next patch version
+# (scripts/release.sh --profile dev, sharing the compiled dependencies; ~2 min), signed with a
+# throwaway key made here.
+release_tmp=$(mktemp -d)
+trap 'rm -rf "$release_tmp"' EXIT
+current=$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version = "\(.*\)"/\1/p' Cargo.toml)
+IFS=. read -r major minor patch <<< "${current%%-*}"
+export RM_TEST_RELEASE_VERSION="$major.$minor.$((patch + 1))"
+minisign -G -W -f -p "$release_tmp/test.pub" -s "$release_tmp/test.key" >/dev/null
+RM_RELEASE_ALLOW_DIRTY=1 RUNNER_MANAGER_SIGNING_KEY_FILE="$release_tmp/test.key" \
+    scripts/release.sh "$RM_TEST_RELEASE_VERSION" --profile dev --out "$release_tmp/release" 2>&1 |
+    grep -v '^ *Compiling'
+export RM_TEST_RELEASE_DIR="$release_tmp/release" RM_TEST_RELEASE_PUBKEY="$release_tmp/test.pub"
+
 if command -v dbus-run-session >/dev/null && command -v gnome-keyring-daemon >/dev/null; then
     keyring_dir=$(mktemp -d)
-    trap 'rm -rf "$keyring_dir"' EXIT
+    trap 'rm -rf "$keyring_dir" "$release_tmp"' EXIT
     export RM_TEST_KEYRING_DIR="$keyring_dir"
     # The keyring daemon leaves with the session bus when dbus-run-session ends. It gets its own
     # runtime directory too: without a usable XDG_RUNTIME_DIR (a non-login user, CI) it dies on

@@ -17,10 +17,13 @@
 //! started − jobs served), which must be 0.
 //!
 //! It also prints what the whole service charged against GitHub's primary rate limit per job
-//! served (the fake's counters, from the lifecycle's start to the last job's cleanup).
+//! served (the fake's counters, from the cleanup of a first, unmeasured job to the last job's
+//! cleanup; the start with that first job is printed apart).
 //! `--job-ms MS` sets each job's duration (default 50); `--inventory-refresh-ms MS` overrides
 //! the agent's `inventory_refresh` (0: list the runner inventory on every pass with a live
-//! runner, the rule before that setting existed).
+//! runner, the rule before that setting existed); `--etag-versions N` how many versions per
+//! URL the client offers in `If-None-Match` (1: the newest only, what a server that compares a
+//! single tag amounts to).
 
 use rm_adapters::{
     spawn_target_loops, BudgetPoll, GitHubAdapter, GitHubPackageSource, HostAdapter,
@@ -87,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
         _ => u32::try_from(arg("--capacity", 4)?)?,
     };
     let inventory_refresh_ms = arg("--inventory-refresh-ms", u64::MAX)?;
+    let etag_versions = arg("--etag-versions", 0)?;
     let gh = FakeGitHub::start(FakeConfig {
         poll_hold: Duration::from_millis(500),
         session_timeout: Duration::from_secs(3),
@@ -120,10 +124,11 @@ async fn main() -> anyhow::Result<()> {
 
     let store =
         MemoryCredentialStore::new(Some(Credential::non_expiring(SecretString::from(token))));
-    let client = GitHubClient::new(
-        ClientConfig::new(Endpoints::custom(&gh.origin(), &gh.origin())?),
-        Arc::new(store),
-    )?;
+    let mut client_config = ClientConfig::new(Endpoints::custom(&gh.origin(), &gh.origin())?);
+    if etag_versions > 0 {
+        client_config.etag_versions = usize::try_from(etag_versions)?;
+    }
+    let client = GitHubClient::new(client_config, Arc::new(store))?;
     if nix::unistd::geteuid().is_root() {
         rm_runner::ensure_runner_account(rm_runner::DEFAULT_RUNNER_ACCOUNT)?;
     }
@@ -186,12 +191,16 @@ async fn main() -> anyhow::Result<()> {
         report("queued -> runner spawned", to_spawn);
         report("queued -> job in_progress", to_taken);
         println!("surplus runners (started - jobs served): {surplus}");
-        print_charges(&gh, schedule.len() as u64, job_ms);
+        print_charges(&gh, schedule.len() as u64, job_ms, None);
         return Ok(());
     }
 
+    // One unmeasured job first: the service's start reads everything once (the run lists,
+    // the runner inventory after the first runner) and opens its first fast-poll window; the
+    // figures below are for jobs on a running service. The start is reported apart.
+    let mut at_start = None;
     let (mut to_spawn, mut to_taken, mut launch_total) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..jobs {
+    for i in 0..=jobs {
         // Start each job from a quiet host: the previous runner is gone.
         while events.try_recv().is_ok() {}
         let queued = Instant::now();
@@ -215,7 +224,9 @@ async fn main() -> anyhow::Result<()> {
                 if let EventKind::Launched { timings, .. } = ev.kind {
                     if spawned.is_none() {
                         spawned = Some(queued.elapsed());
-                        launch_total.push(timings.total);
+                        if i > 0 {
+                            launch_total.push(timings.total);
+                        }
                     }
                 }
             }
@@ -228,8 +239,10 @@ async fn main() -> anyhow::Result<()> {
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        to_spawn.extend(spawned);
-        to_taken.extend(taken);
+        if i > 0 {
+            to_spawn.extend(spawned);
+            to_taken.extend(taken);
+        }
         // Wait for the job to finish and its runner to be cleaned before the next one.
         let deadline = Instant::now() + Duration::from_secs(30) + Duration::from_millis(job_ms);
         loop {
@@ -247,6 +260,9 @@ async fn main() -> anyhow::Result<()> {
                 "job {i} not finished and cleaned in 30 s"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if i == 0 {
+            at_start = Some(gh.counters());
         }
         // Queue the next job at a spread-out point of the poll cycle, not right after a pass.
         let cycle = match &planner_poll {
@@ -275,25 +291,38 @@ async fn main() -> anyhow::Result<()> {
     report("queued -> runner spawned", to_spawn);
     report("queued -> job in_progress", to_taken);
     report("launch (reserve -> starting)", launch_total);
-    print_charges(&gh, jobs, job_ms);
+    print_charges(&gh, jobs, job_ms, Some(&at_start.unwrap_or_default()));
     Ok(())
 }
 
-fn print_charges(gh: &FakeGitHub, jobs: u64, job_ms: u64) {
+/// What the service charged per job: since `at_start` (the counters after the unmeasured first
+/// job; `None`: since the lifecycle started, the start included).
+fn print_charges(gh: &FakeGitHub, jobs: u64, job_ms: u64, at_start: Option<&rm_testkit::Counters>) {
     let counters = gh.counters();
+    let at_start = at_start.cloned().unwrap_or_default();
+    let per_job = counters.total.charged - at_start.total.charged;
     println!(
-        "charged requests per job served: {:.2} ({} charged of {} requests, {} jobs of {job_ms} ms)",
-        counters.total.charged as f64 / jobs.max(1) as f64,
-        counters.total.charged,
-        counters.total.requests,
-        jobs
+        "charged requests per job served: {:.2} ({per_job} charged of {} requests, {jobs} jobs of {job_ms} ms)",
+        per_job as f64 / jobs.max(1) as f64,
+        counters.total.requests - at_start.total.requests,
     );
-    for (name, c) in counters.endpoints.iter().filter(|(_, c)| c.charged > 0) {
+    if at_start.total.charged > 0 {
+        println!(
+            "the service's start with its first (unmeasured) job charged {}: {:.2} per job with it",
+            at_start.total.charged,
+            counters.total.charged as f64 / (jobs + 1) as f64
+        );
+    }
+    for (name, c) in counters.endpoints.iter() {
+        let before = at_start.endpoint(name);
+        if c.charged == before.charged {
+            continue;
+        }
         println!(
             "  {name}: {:.2} per job ({} charged, {} requests)",
-            c.charged as f64 / jobs.max(1) as f64,
-            c.charged,
-            c.requests
+            (c.charged - before.charged) as f64 / jobs.max(1) as f64,
+            c.charged - before.charged,
+            c.requests - before.requests
         );
     }
 }

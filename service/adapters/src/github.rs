@@ -44,7 +44,7 @@ impl GitHubAdapter {
 }
 
 /// Maps rm-github's error onto the agent's classification:
-/// no answer → `Unreachable`, 5xx/garbled → `Transient`, limits → `RateLimited`,
+/// no answer or the outage gate closed → `Unreachable`, 5xx/garbled → `Transient`, limits → `RateLimited`,
 /// 401/sign-in → `Unauthorized`, 403 (and App not installed / not admin) → `Forbidden`.
 pub fn map_github_error(e: GitHubError) -> GhError {
     match e {
@@ -58,6 +58,10 @@ pub fn map_github_error(e: GitHubError) -> GhError {
             status: Some(s),
         } => GhError::Transient {
             detail: format!("HTTP {s}: {detail}"),
+        },
+        // The host-wide outage gate held the request back: GitHub is not answering.
+        e @ GitHubError::Unreachable { .. } => GhError::Unreachable {
+            detail: e.to_string(),
         },
         GitHubError::RateLimited { until, .. } => GhError::RateLimited {
             until: Timestamp::from_millis(until.timestamp_millis()),
@@ -156,6 +160,10 @@ impl GitHubPort for GitHubAdapter {
         Ok(list.iter().map(view).collect())
     }
 
+    fn runs_job(&self, runner_name: &str) -> bool {
+        self.client.runs_job(runner_name)
+    }
+
     async fn delete_runner(
         &self,
         target: &Target,
@@ -186,6 +194,15 @@ mod tests {
             status: Some(502),
         });
         assert!(matches!(bad_gateway, GhError::Transient { .. }));
+        let now = chrono::Utc::now();
+        let gated = map_github_error(GitHubError::Unreachable {
+            since: now,
+            next_try: now + chrono::Duration::seconds(4),
+            failures: 3,
+            detail: "HTTP 503".into(),
+        });
+        assert!(matches!(gated, GhError::Unreachable { .. }), "{gated:?}");
+        assert!(gated.to_string().contains("next try"), "{gated}");
         let until = chrono::DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
         assert_eq!(
             map_github_error(GitHubError::RateLimited {

@@ -29,11 +29,20 @@ pub enum LaunchFailure {
     /// GitHub refused for good (403, 401, 404, invalid): never retried.
     Refused {
         detail: String,
+        /// The refusal moved the policy to a state of its own (401 → `authentication_failed`,
+        /// 403/404 → `repair_required`), which says what to fix. Other refusals (a 422, an
+        /// answer we could not read) have none, so they count toward the launch back-off.
+        own_state: bool,
     },
     /// Transient failures outlasted the bounded retries.
     RetriesExhausted {
         tries: u32,
         detail: String,
+        /// The last try failed because GitHub was unreachable, answered 5xx or rate-limited
+        /// us: a host-wide condition with its own back-off and status (`github_health`), not
+        /// this target's fault, so it does not count toward the target's launch back-off
+        /// (an outage must not leave targets needing repair).
+        github_unavailable: bool,
     },
     /// The demand that justified the launch went away before a retry.
     DemandGone {
@@ -55,8 +64,8 @@ impl LaunchFailure {
     /// What happened, in words (no secret: details come from typed errors that carry none).
     pub fn describe(&self) -> String {
         match self {
-            LaunchFailure::Refused { detail } => detail.clone(),
-            LaunchFailure::RetriesExhausted { tries, detail } => {
+            LaunchFailure::Refused { detail, .. } => detail.clone(),
+            LaunchFailure::RetriesExhausted { tries, detail, .. } => {
                 format!("{detail} (after {tries} tries)")
             }
             LaunchFailure::DemandGone { tries } => {
@@ -71,14 +80,21 @@ impl LaunchFailure {
         }
     }
 
-    /// Whether this failure counts toward the launch back-off. A refusal has its own policy
-    /// state (`authentication_failed`, `repair_required`); a launch dropped because its job
-    /// went away did not fail.
+    /// Whether this failure counts toward the launch back-off. A refusal with a policy state
+    /// of its own (`authentication_failed`, `repair_required`) and GitHub being unavailable
+    /// (host-wide, backed off by the client) do not; a launch dropped because its job went
+    /// away did not fail.
     pub fn counts_for_backoff(&self) -> bool {
-        !matches!(
-            self,
-            LaunchFailure::Refused { .. } | LaunchFailure::DemandGone { .. }
-        )
+        match self {
+            LaunchFailure::Refused { own_state, .. } => !own_state,
+            LaunchFailure::RetriesExhausted {
+                github_unavailable, ..
+            } => !github_unavailable,
+            LaunchFailure::DemandGone { .. } => false,
+            LaunchFailure::Materialize { .. }
+            | LaunchFailure::Spawn { .. }
+            | LaunchFailure::Journal { .. } => true,
+        }
     }
 }
 
@@ -222,6 +238,13 @@ pub enum EventKind {
     LaunchHealthy {
         policy: PolicyId,
     },
+    /// GitHub refused the target (401, or 403/404): the policy moved to `state`
+    /// (`authentication_failed` or `repair_required`). `detail` says what GitHub answered.
+    GitHubRefused {
+        policy: PolicyId,
+        state: PolicyState,
+        detail: String,
+    },
     /// The required host checks ran (at the first launch, after a failure).
     HostChecked {
         checks: Vec<HostCheck>,
@@ -362,6 +385,14 @@ fn log(target: &Target, kind: &EventKind) {
         EventKind::LaunchHealthy { policy } => {
             tracing::info!(%gh_target, policy = policy.get(), "launch failures reset")
         }
+        EventKind::GitHubRefused {
+            policy,
+            state,
+            detail,
+        } => tracing::warn!(
+            %gh_target, policy = policy.get(), state = %state, %detail,
+            "GitHub refused the target; it starts nothing until fixed"
+        ),
         EventKind::HostChecked { checks } => match rm_core::first_blocking(checks) {
             Some(c) => tracing::warn!(
                 %gh_target, check = %c.id, detail = %c.detail, "host unfit: nothing is launched"

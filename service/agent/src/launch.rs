@@ -432,10 +432,17 @@ where
                 e if e.is_transient() => {}
                 refusal => {
                     self.note_github_refusal(&[policy.id()], refusal).await;
+                    let own_state = matches!(
+                        refusal,
+                        GhError::Unauthorized
+                            | GhError::Forbidden { .. }
+                            | GhError::NotFound { .. }
+                    );
                     return Err((
                         FailureReason::JitRequestFailed,
                         LaunchFailure::Refused {
                             detail: refusal.to_string(),
+                            own_state,
                         },
                     ));
                 }
@@ -446,6 +453,7 @@ where
                     LaunchFailure::RetriesExhausted {
                         tries: try_number,
                         detail: err.to_string(),
+                        github_unavailable: err.is_transient(),
                     },
                 )
             };

@@ -7,6 +7,10 @@
 //! is alive and within its timeouts decides nothing destructive, so it is left undecided until
 //! its journalled view is older than `AgentConfig::inventory_refresh`. Each listing that changed
 //! since the last one is a charged request, and a JIT runner's entry changes up to four times.
+//! A runner GitHub's job listings show running a job (`GitHubPort::runs_job`, read by the
+//! demand polls anyway) is busy by GitHub's word: it is journalled `busy` without a listing,
+//! and no refresh or timeout asks about it until its process ends or the listings say the job
+//! is over.
 //!
 //! GitHub's view: a runner counts as registered for the decision only while GitHub shows it
 //! `online` (or busy); a JIT runner is listed `offline` from `generate-jitconfig` on, before its
@@ -93,7 +97,22 @@ where
         // read again once it is stale (see `AgentConfig::inventory_refresh`).
         let look = needs_github && (startup || self.github_look_due(&mine).await);
         let (mut inventory, reached) = if !look {
-            (Some(HashMap::new()), false)
+            // No listing, but GitHub's job listings may say a starting or idle runner took a
+            // job: that is GitHub's word it is busy, journalled without asking again.
+            let busy = mine
+                .iter()
+                .filter(|a| self.seen_taking_a_job(a))
+                .map(|a| {
+                    let view = RunnerView {
+                        id: a.runner_id().unwrap_or_default(),
+                        name: a.runner_name().to_string(),
+                        busy: true,
+                        status: RunnerStatus::Online,
+                    };
+                    (view.name.clone(), view)
+                })
+                .collect();
+            (Some(busy), false)
         } else {
             match self.ports.github.runners(&self.target).await {
                 Ok(list) => {
@@ -113,7 +132,7 @@ where
         for attempt in mine {
             // Without a look, only attempts whose decision cannot depend on GitHub are
             // supervised: concluded ones whose process is gone (they are cleaned).
-            if !look && !attempt.is_terminal() {
+            if !look && !attempt.is_terminal() && !self.seen_taking_a_job(&attempt) {
                 continue;
             }
             self.supervise_one(attempt, &mut inventory, startup).await;
@@ -140,6 +159,16 @@ where
             if !a.is_terminal() {
                 if !a.state().has_process() || a.terminate_intent().is_some() {
                     return true; // allocated / jit_received (R6–R9), or R11 / R23
+                }
+                // GitHub's job listings say it runs a job: no timeout applies to a busy runner
+                // and nothing about it is stale; only its process ending needs a look.
+                if self.ports.github.runs_job(a.runner_name()) {
+                    if let Some(process) = a.process() {
+                        if matches!(self.ports.host.inspect(process).await, Ok(false)) {
+                            return true;
+                        }
+                    }
+                    continue;
                 }
                 let timeout = match a.state() {
                     AttemptState::Starting => self.config.timeouts.registration,
@@ -169,6 +198,15 @@ where
             }
         }
         false
+    }
+
+    /// A live `starting`/`idle` attempt (no stop asked) whose runner GitHub's job listings show
+    /// running a job: it is busy by GitHub's word, to be journalled so without a listing.
+    fn seen_taking_a_job(&self, a: &Attempt) -> bool {
+        matches!(a.state(), AttemptState::Starting | AttemptState::Idle)
+            && a.process().is_some()
+            && a.terminate_intent().is_none()
+            && self.ports.github.runs_job(a.runner_name())
     }
 
     async fn supervise_one(&self, mut attempt: Attempt, inventory: &mut Inventory, startup: bool) {

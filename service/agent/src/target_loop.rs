@@ -434,6 +434,11 @@ where
         };
         for id in ids {
             self.set_policy_state(*id, next).await;
+            self.emit(EventKind::GitHubRefused {
+                policy: *id,
+                state: next,
+                detail: error.to_string(),
+            });
         }
     }
 

@@ -12,6 +12,7 @@ pub mod paths;
 pub mod service;
 pub mod service_install;
 pub mod store;
+pub mod update;
 pub mod upgrade;
 
 pub use exit::{ExitCode, Failure};

@@ -263,3 +263,61 @@ async fn a_failure_that_costs_github_nothing_counts_and_repair_survives_a_restar
     let st = d.terminate(Duration::from_secs(20));
     assert!(st.success(), "{st:?}\n{}", d.log_text());
 }
+
+/// GitHub refusing the target (403: the App lacks the permission) stops it at once in
+/// `repair_required`, with GitHub's words and the fix in status; a retry once GitHub accepts
+/// serves the job. One registration attempt, not a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_github_refuses_shows_the_refusal_and_the_fix() {
+    let w = World::start().await;
+    w.gh.inject_fault(FaultRule::always(
+        EndpointMatch::name("repo_jitconfig"),
+        Fault::Refuse {
+            status: 403,
+            message: "Resource not accessible by integration".into(),
+        },
+    ));
+    let mut d = w.spawn_daemon(&BACKOFF);
+    let (client, label) = serving_repo(&w, &mut d, 2).await;
+    let job = w.queue(&label, 1, Duration::from_millis(200))[0];
+    let s = status_until(
+        &client,
+        Duration::from_secs(30),
+        "the target needs repair",
+        |s| state(s) == TargetState::RepairRequired && s.targets[0].problem.is_some(),
+    )
+    .await;
+    let problem = s.targets[0].problem.clone().expect("a problem is shown");
+    assert_eq!(problem.code, ProblemCode::GitHubRefused, "{problem:?}");
+    assert!(
+        problem
+            .message
+            .contains("Resource not accessible by integration"),
+        "GitHub's words: {}",
+        problem.message
+    );
+    assert!(
+        problem.fix.contains("installed on octo/hello")
+            && problem
+                .fix
+                .contains("runner-manager repo set octo/hello --retry"),
+        "{}",
+        problem.fix
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(registrations(&w), 1, "a refusal is never retried");
+
+    w.gh.clear_faults();
+    let out = cli(&w, &["repo", "set", REPO, "--retry"]);
+    assert!(out.status.success(), "{}", text(&out));
+    eventually(
+        Duration::from_secs(30),
+        "the job served after the retry",
+        || w.completed_by_us(job),
+    )
+    .await;
+    let s = client.status().await.unwrap();
+    assert_eq!(state(&s), TargetState::Active);
+    assert_eq!(s.targets[0].problem, None);
+    assert!(d.terminate(Duration::from_secs(20)).success());
+}

@@ -73,7 +73,39 @@ impl RunnerJobs {
     }
 }
 
+impl RunnerJobs {
+    /// The jobs of `repo`'s runs that are no longer queued or in progress are over: a job seen
+    /// `in_progress` there is marked `completed` (its run left both lists, so its jobs are not
+    /// listed again to say so).
+    fn settle(&self, repo: &str, listed: &dyn Fn(u64) -> bool) {
+        let mut map = self.lock();
+        let mut changed = false;
+        for (_, job) in map.values_mut() {
+            if job.repository == repo && job.status == "in_progress" && !listed(job.run_id) {
+                job.status = "completed".to_string();
+                changed = true;
+            }
+        }
+        if changed {
+            self.version.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl GitHubClient {
+    /// `repo`'s runs listed queued or in progress this poll (the whole lists, not cut by a
+    /// page cap): jobs of any other run seen running are over.
+    pub(crate) fn settle_assignments(&self, repo: &str, listed: &dyn Fn(u64) -> bool) {
+        self.inner.runner_jobs.settle(repo, listed);
+    }
+
+    /// Whether GitHub's job listings (read by the demand polls anyway, no extra request) show
+    /// `runner_name` running a job now.
+    pub fn runs_job(&self, runner_name: &str) -> bool {
+        self.job_of_runner(runner_name)
+            .is_some_and(|j| j.status == "in_progress")
+    }
+
     /// Records the runner of every assigned job in one run's listing (`repo` is `owner/repo`).
     pub(crate) fn note_assignments(&self, repo: &str, jobs: &[JobItem]) {
         for j in jobs {
@@ -165,5 +197,26 @@ mod tests {
         assert_eq!(jobs.version.load(Ordering::Relaxed), v, "same job: no news");
         jobs.note("rm-7", job(70));
         assert_eq!(jobs.version.load(Ordering::Relaxed), v + 1);
+    }
+
+    #[test]
+    fn a_job_whose_run_left_the_lists_is_over() {
+        let jobs = RunnerJobs::default();
+        jobs.note("rm-a", job(1)); // run 1 of o/r
+        let mut other = job(2);
+        other.run_id = 2;
+        jobs.note("rm-b", other.clone());
+        let mut elsewhere = job(3);
+        elsewhere.repository = "o/x".into();
+        jobs.note("rm-c", elsewhere);
+        let v = jobs.version.load(Ordering::Relaxed);
+        jobs.settle("o/r", &|run| run == 2);
+        let status = |n: &str| jobs.lock().get(n).unwrap().1.status.clone();
+        assert_eq!(status("rm-a"), "completed");
+        assert_eq!(status("rm-b"), "in_progress", "its run is still listed");
+        assert_eq!(status("rm-c"), "in_progress", "another repository");
+        assert_eq!(jobs.version.load(Ordering::Relaxed), v + 1);
+        jobs.settle("o/r", &|run| run == 2);
+        assert_eq!(jobs.version.load(Ordering::Relaxed), v + 1, "no news");
     }
 }

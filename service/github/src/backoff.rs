@@ -44,7 +44,7 @@ impl Backoff {
     pub fn delay_for(&self, err: &GitHubError, attempt: u32) -> Option<Duration> {
         match err {
             GitHubError::Transient { .. } => Some(self.delay(attempt)),
-            GitHubError::RateLimited { .. } => err.wait(),
+            GitHubError::RateLimited { .. } | GitHubError::Unreachable { .. } => err.wait(),
             _ => None,
         }
     }
@@ -117,7 +117,17 @@ pub(crate) struct RateGate {
 #[derive(Default)]
 struct GateInner {
     until: Option<(DateTime<Utc>, bool)>,
+    /// When the current pause began.
+    since: Option<DateTime<Utc>>,
     consecutive_secondary: u32,
+}
+
+/// A rate-limit pause in force.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pause {
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    pub secondary: bool,
 }
 
 impl RateGate {
@@ -142,8 +152,12 @@ impl RateGate {
         self.lock().consecutive_secondary
     }
 
-    pub(crate) fn close(&self, until: DateTime<Utc>, secondary: bool) {
+    /// Closes the gate until `until`; true when that is news (a new or longer pause).
+    pub(crate) fn close(&self, until: DateTime<Utc>, secondary: bool, now: DateTime<Utc>) -> bool {
         let mut g = self.lock();
+        if g.until.is_none_or(|(u, _)| u <= now) {
+            g.since = Some(now);
+        }
         if secondary {
             g.consecutive_secondary = g.consecutive_secondary.saturating_add(1);
         }
@@ -153,6 +167,20 @@ impl RateGate {
         };
         if later {
             g.until = Some((until, secondary));
+        }
+        later
+    }
+
+    /// The pause in force at `now`, if any.
+    pub(crate) fn pause(&self, now: DateTime<Utc>) -> Option<Pause> {
+        let g = self.lock();
+        match g.until {
+            Some((until, secondary)) if until > now => Some(Pause {
+                since: g.since.unwrap_or(now),
+                until,
+                secondary,
+            }),
+            _ => None,
         }
     }
 
@@ -284,7 +312,10 @@ mod tests {
         let g = RateGate::default();
         let now = Utc::now();
         assert!(g.check(now).is_ok());
-        g.close(now + chrono::Duration::seconds(5), true);
+        assert!(g.close(now + chrono::Duration::seconds(5), true, now));
+        let p = g.pause(now).unwrap();
+        assert_eq!((p.since, p.secondary), (now, true));
+        assert!(g.pause(now + chrono::Duration::seconds(6)).is_none());
         assert!(matches!(
             g.check(now),
             Err(GitHubError::RateLimited {

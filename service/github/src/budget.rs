@@ -82,6 +82,13 @@ impl RateLimit {
     }
 }
 
+/// Demand polls of one target and what they cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PollCost {
+    polls: u64,
+    charged: u64,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Window {
     hour: i64,
@@ -89,6 +96,8 @@ struct Window {
     polls: u64,
     poll_charged: u64,
     poll_requests: u64,
+    /// Per target (`owner/repo` or `org`).
+    targets: BTreeMap<String, PollCost>,
     /// Seconds of fast-poll windows opened in this hour (each counted in full when opened).
     fast_secs: u64,
 }
@@ -108,12 +117,18 @@ impl Window {
 struct MeterInner {
     current: Window,
     previous: Option<Window>,
+    /// Counts per minute (minute number since the epoch), the last [`MINUTES_KEPT`]: the
+    /// rolling "last hour" `status` shows (the windows above are clock hours, for planning).
+    minutes: std::collections::VecDeque<(i64, Counts)>,
     rate: Option<RateLimit>,
     minute: i64,
     minute_points: BTreeMap<&'static str, u64>,
     /// End of the fast-poll window opened by the last demand seen.
     fast_until: Option<DateTime<Utc>>,
 }
+
+/// Minutes of per-minute counts kept for the rolling hour.
+const MINUTES_KEPT: i64 = 60;
 
 /// Counts every request by hour window and endpoint. Cheap; shared by clones
 /// of the client through an `Arc`.
@@ -173,8 +188,35 @@ impl BudgetMeter {
         headers: Option<&HeaderMap>,
     ) {
         let rate = headers.and_then(RateLimit::from_headers);
-        self.with(Utc::now(), |g| {
+        self.record_at(Utc::now(), endpoint, method, charge, rate);
+    }
+
+    fn record_at(
+        &self,
+        now: DateTime<Utc>,
+        endpoint: &'static str,
+        method: &http::Method,
+        charge: Charge,
+        rate: Option<RateLimit>,
+    ) {
+        let minute = now.timestamp().div_euclid(60);
+        self.with(now, |g| {
             g.current.endpoints.entry(endpoint).or_default().add(charge);
+            match g.minutes.back_mut() {
+                Some((m, counts)) if *m == minute => counts.add(charge),
+                _ => {
+                    let mut counts = Counts::default();
+                    counts.add(charge);
+                    g.minutes.push_back((minute, counts));
+                }
+            }
+            while g
+                .minutes
+                .front()
+                .is_some_and(|(m, _)| *m <= minute - MINUTES_KEPT)
+            {
+                g.minutes.pop_front();
+            }
             *g.minute_points.entry(endpoint).or_default() += points(method);
             if let Some(rate) = rate {
                 g.rate = Some(rate);
@@ -205,12 +247,15 @@ impl BudgetMeter {
         });
     }
 
-    /// Records one demand poll of one target and what it cost.
-    pub fn record_poll(&self, charged: u64, requests: u64) {
+    /// Records one demand poll of `target` and what it cost.
+    pub fn record_poll(&self, target: &str, charged: u64, requests: u64) {
         self.with(Utc::now(), |g| {
             g.current.polls += 1;
             g.current.poll_charged += charged;
             g.current.poll_requests += requests;
+            let t = g.current.targets.entry(target.to_string()).or_default();
+            t.polls += 1;
+            t.charged += charged;
         });
     }
 
@@ -230,6 +275,35 @@ impl BudgetMeter {
                 charged += p.poll_charged;
                 requests += p.poll_requests;
             }
+            let mut per_target: BTreeMap<String, PollCost> = g.current.targets.clone();
+            if let Some(p) = &g.previous {
+                for (t, c) in &p.targets {
+                    let e = per_target.entry(t.clone()).or_default();
+                    e.polls += c.polls;
+                    e.charged += c.charged;
+                }
+            }
+            let overall = smoothed(charged, polls, PRIOR_CHARGED_PER_POLL);
+            let targets = per_target
+                .into_iter()
+                .map(|(target, c)| TargetPollCost {
+                    target,
+                    polls: c.polls,
+                    // A target's own polls, with the host's average as the prior.
+                    charged_per_poll: smoothed(c.charged, c.polls, overall),
+                })
+                .collect();
+            let minute = now.timestamp().div_euclid(60);
+            let last_hour = g
+                .minutes
+                .iter()
+                .filter(|(m, _)| *m > minute - MINUTES_KEPT && *m <= minute)
+                .fold(Counts::default(), |mut a, (_, c)| {
+                    a.charged += c.charged;
+                    a.free += c.free;
+                    a.errors += c.errors;
+                    a
+                });
             let endpoints = g
                 .current
                 .endpoints
@@ -246,10 +320,12 @@ impl BudgetMeter {
                     .single()
                     .unwrap_or(now),
                 totals: g.current.totals(),
+                last_hour,
                 previous_window: g.previous.as_ref().map(Window::totals),
                 endpoints,
                 polls: g.current.polls,
-                charged_per_poll: smoothed(charged, polls, PRIOR_CHARGED_PER_POLL),
+                charged_per_poll: overall,
+                targets,
                 requests_per_poll: smoothed(requests, polls, PRIOR_REQUESTS_PER_POLL)
                     .max(MIN_REQUESTS_PER_POLL),
                 rate: g.rate.clone(),
@@ -294,6 +370,16 @@ pub struct EndpointUsage {
     pub points_this_minute: u64,
 }
 
+/// What one target's demand polls cost (this and the last clock hour).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TargetPollCost {
+    /// `owner/repo` or `org`.
+    pub target: String,
+    pub polls: u64,
+    /// Charged requests per poll, smoothed towards the host's average.
+    pub charged_per_poll: f64,
+}
+
 /// What `status` shows about the budget.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BudgetSnapshot {
@@ -301,6 +387,8 @@ pub struct BudgetSnapshot {
     pub window_start: DateTime<Utc>,
     /// Totals this window.
     pub totals: Counts,
+    /// Totals of the last 60 minutes (rolling, by the minute).
+    pub last_hour: Counts,
     /// Totals of the previous hour, if it was observed.
     pub previous_window: Option<Counts>,
     /// Per endpoint, this window.
@@ -311,6 +399,8 @@ pub struct BudgetSnapshot {
     pub charged_per_poll: f64,
     /// Measured requests (charged or not) per poll.
     pub requests_per_poll: f64,
+    /// Per target polled (this and the last window).
+    pub targets: Vec<TargetPollCost>,
     /// What GitHub last reported.
     pub rate: Option<RateLimit>,
     /// A fast-poll window is open (queued jobs were seen less than `FAST_WINDOW` ago).
@@ -372,8 +462,11 @@ impl Default for Planner {
 /// A poll interval and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PollPlan {
-    /// Interval between two polls of the same target.
+    /// Interval between two polls of the same target (the fast one while a fast-poll window
+    /// is open).
     pub interval: Duration,
+    /// The interval outside fast-poll windows, which `charged_per_hour` is planned at.
+    pub planned_interval: Duration,
     /// Charged requests per hour this plan expects (all targets).
     pub charged_per_hour: f64,
     /// Secondary points per minute this plan expects (all targets, GETs).
@@ -398,6 +491,30 @@ impl Planner {
             fast_secs_used: s.fast_secs_this_hour,
             ..Self::default()
         }
+    }
+
+    /// What each of `targets` is planned to cost per hour (charged requests) at the planned
+    /// interval for that many targets: its own measured cost per poll (the host's average
+    /// for a target not polled yet) times the polls of an hour. Fast-poll windows come on top,
+    /// within the share of the budget reserved for them.
+    pub fn planned_per_target(
+        &self,
+        targets: &[String],
+        costs: &[TargetPollCost],
+        limit: u64,
+    ) -> Vec<(String, f64)> {
+        let plan = self.plan(targets.len(), limit);
+        let polls_per_hour = 3600.0 / plan.planned_interval.as_secs_f64().max(0.001);
+        targets
+            .iter()
+            .map(|t| {
+                let per_poll = costs
+                    .iter()
+                    .find(|c| &c.target == t)
+                    .map_or(self.charged_per_poll, |c| c.charged_per_poll);
+                (t.clone(), per_poll.max(0.0) * polls_per_hour)
+            })
+            .collect()
     }
 
     /// The interval for polling each of `targets` targets under an hourly `limit`.
@@ -449,6 +566,7 @@ impl Planner {
         };
         PollPlan {
             interval,
+            planned_interval: millis(secs),
             charged_per_hour: n * charged * 3600.0 / secs,
             points_per_minute: n * requests * 60.0 / secs,
             within_budget,
@@ -642,7 +760,7 @@ mod tests {
         m.record("runs.list", &http::Method::GET, Charge::Charged, Some(&h));
         m.record("runs.list", &http::Method::GET, Charge::Free, None);
         m.record("jit", &http::Method::POST, Charge::Error, None);
-        m.record_poll(1, 2);
+        m.record_poll("o/r", 1, 2);
         let s = m.snapshot();
         assert_eq!(
             s.totals,
@@ -666,5 +784,67 @@ mod tests {
         assert_eq!(s.polls, 1);
         // smoothed towards the prior of 1.5 but below it
         assert!(s.charged_per_poll < 1.5 && s.charged_per_poll > 1.0);
+        assert_eq!(s.last_hour, s.totals);
+        assert_eq!(s.targets.len(), 1);
+        assert_eq!(
+            (s.targets[0].target.as_str(), s.targets[0].polls),
+            ("o/r", 1)
+        );
+    }
+
+    #[test]
+    fn the_last_hour_rolls_by_the_minute_across_clock_hours() {
+        let m = BudgetMeter::default();
+        let hour = Utc.timestamp_opt(1_900_000_000 / 3600 * 3600, 0).unwrap();
+        let at = |mins: i64| hour + chrono::Duration::minutes(mins);
+        let get = http::Method::GET;
+        m.record_at(at(-50), "runs.list", &get, Charge::Charged, None);
+        m.record_at(at(-10), "runs.list", &get, Charge::Free, None);
+        m.record_at(at(-10), "runs.list", &get, Charge::Free, None);
+        m.record_at(at(5), "jit", &http::Method::POST, Charge::Error, None);
+        // 5 past the hour: all four are within the last 60 minutes, only one in this window.
+        let s = m.snapshot_at(at(5));
+        assert_eq!(
+            (s.last_hour.charged, s.last_hour.free, s.last_hour.errors),
+            (1, 2, 1)
+        );
+        assert_eq!(s.totals.total(), 1);
+        // 15 past: the charged one (at -50) has rolled out.
+        let s = m.snapshot_at(at(15));
+        assert_eq!(
+            (s.last_hour.charged, s.last_hour.free, s.last_hour.errors),
+            (0, 2, 1)
+        );
+        // Long after: nothing.
+        assert_eq!(m.snapshot_at(at(200)).last_hour, Counts::default());
+    }
+
+    #[test]
+    fn planned_spend_per_target_follows_each_targets_own_cost() {
+        let m = BudgetMeter::default();
+        for _ in 0..40 {
+            m.record_poll("octo/app", 0, 2);
+            m.record_poll("acme", 2, 6);
+        }
+        let s = m.snapshot();
+        let planner = Planner::from_snapshot(&s);
+        let names = vec![
+            "octo/app".to_string(),
+            "acme".to_string(),
+            "new/one".to_string(),
+        ];
+        let spend = planner.planned_per_target(&names, &s.targets, 5000);
+        let plan = planner.plan(3, 5000);
+        let per_hour = 3600.0 / plan.planned_interval.as_secs_f64();
+        let of = |n: &str| spend.iter().find(|(t, _)| t == n).unwrap().1;
+        assert!(of("octo/app") < of("acme"), "{spend:?}");
+        // Each target's own smoothed cost per poll times the polls of an hour.
+        let acme = s.targets.iter().find(|t| t.target == "acme").unwrap();
+        assert!((of("acme") - acme.charged_per_poll * per_hour).abs() < 1e-6);
+        // A target not polled yet is planned at the host's average.
+        assert!((of("new/one") - s.charged_per_poll * per_hour).abs() < 1e-6);
+        // Together: what the plan expects for all targets, within rounding of the average.
+        let sum: f64 = spend.iter().map(|(_, v)| v).sum();
+        assert!(sum <= 2500.0 + 1e-6, "{sum}");
     }
 }

@@ -1,5 +1,7 @@
-//! The authenticated REST client: current token, one renewal on 401,
-//! transient retries for idempotent calls, conditional GETs and pagination.
+//! The authenticated REST client: current token, one renewal on 401, conditional GETs and
+//! pagination. A 5xx or a request without an answer is not retried here: it closes the
+//! host-wide outage gate (`outage`), and the caller's next pass, after the gate's next try,
+//! is the retry.
 
 use crate::auth::{AuthState, Session};
 use crate::budget::{BudgetMeter, BudgetSnapshot, Planner};
@@ -9,9 +11,10 @@ use crate::error::GitHubError;
 use crate::etag::EtagCache;
 use crate::models::Paged;
 use crate::oauth::json_error_kind;
-use crate::transport::{next_link, pause, Body, Request, Transport};
+use crate::transport::{next_link, Body, Request, Transport};
 use http::{HeaderMap, Method};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -26,6 +29,9 @@ pub(crate) struct Inner {
     pub(crate) transport: Transport,
     pub(crate) session: Session,
     pub(crate) etags: EtagCache,
+    /// Whether `If-None-Match` may offer several remembered versions (cleared for good when
+    /// the server shows it compares only one, see `etag`).
+    pub(crate) etag_lists: AtomicBool,
     pub(crate) org_repos: Mutex<OrgRepoCache>,
     pub(crate) settled_runs: Mutex<HashMap<u64, crate::demand::RunMemo>>,
     pub(crate) runner_jobs: crate::assignments::RunnerJobs,
@@ -72,13 +78,15 @@ impl GitHubClient {
     /// A client for `config`, taking its credential from `store`.
     pub fn new(config: ClientConfig, store: Arc<dyn CredentialStore>) -> Result<Self, GitHubError> {
         let session = Session::new(store, config.client_id.clone(), config.renew_margin)?;
-        let etags = EtagCache::new(config.etag_capacity);
-        let transport = Transport::new(Arc::new(config), Arc::new(BudgetMeter::default()))?;
+        let etags = EtagCache::new(config.etag_capacity, config.etag_versions);
+        let transport =
+            Transport::with_outage_gate(Arc::new(config), Arc::new(BudgetMeter::default()))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 transport,
                 session,
                 etags,
+                etag_lists: AtomicBool::new(true),
                 org_repos: Mutex::new(HashMap::new()),
                 settled_runs: Mutex::new(HashMap::new()),
                 runner_jobs: crate::assignments::RunnerJobs::default(),
@@ -150,21 +158,21 @@ impl GitHubClient {
             .record_demand_at(chrono::Utc::now());
     }
 
-    /// Records a finished demand poll in the budget meter.
-    pub(crate) fn record_poll(&self, cost: Cost) {
+    /// Records a finished demand poll of `target` in the budget meter.
+    pub(crate) fn record_poll(&self, target: &rm_core::Target, cost: Cost) {
         self.inner
             .transport
             .meter
-            .record_poll(cost.charged, cost.requests);
+            .record_poll(&target.to_string(), cost.charged, cost.requests);
     }
 
     pub(crate) fn api_url(&self, path: &str) -> String {
         self.config().endpoints.api_url(path)
     }
 
-    /// Sends a REST request: renews the token once on 401, retries transient
-    /// failures of idempotent methods with backoff, and (when `conditional`)
-    /// sends `If-None-Match` and turns a 304 into the remembered answer.
+    /// Sends a REST request: renews the token once on 401 and (when `conditional`) sends
+    /// `If-None-Match` and turns a 304 into the remembered answer. Transient failures are
+    /// returned at once (see the module doc).
     pub(crate) async fn call(
         &self,
         method: Method,
@@ -174,26 +182,31 @@ impl GitHubClient {
         conditional: bool,
     ) -> Result<Answer, GitHubError> {
         let inner = &*self.inner;
-        let idempotent = method != Method::POST && method != Method::PATCH;
         let body_text = body.map(serde_json::Value::to_string);
-        let mut attempt = 0u32;
         let mut renewed = false;
         let mut cost = Cost::default();
         let mut access = inner.session.access(&inner.transport).await?;
         loop {
-            let cached = if conditional {
+            let mut offered = if conditional {
                 inner.etags.get(url, access.generation)
             } else {
-                None
+                Vec::new()
             };
+            if !inner.etag_lists.load(Ordering::Relaxed) {
+                offered.truncate(1);
+            }
             let mut req = Request::rest(method.clone(), url.to_string(), endpoint, &access.token);
-            req.if_none_match = cached.as_ref().map(|(e, _)| e.clone());
+            if !offered.is_empty() {
+                let tags: Vec<&str> = offered.iter().map(|v| v.etag.as_str()).collect();
+                req.if_none_match = Some(tags.join(", "));
+            }
             if let Some(b) = &body_text {
                 req.body = Body::Json(b.clone());
             }
             let sent = inner.transport.send(req).await;
             cost.requests += 1;
-            let failure = match sent {
+            let listed = offered.len() > 1;
+            return match sent {
                 Ok(r) if r.status == 401 => {
                     if renewed {
                         return Err(inner.session.refused_after_renewal());
@@ -206,28 +219,51 @@ impl GitHubClient {
                     continue;
                 }
                 Ok(r) if r.status == 304 => {
-                    if let Some((_, body)) = cached {
-                        return Ok(Answer {
+                    let named = r
+                        .headers
+                        .get(http::header::ETAG)
+                        .and_then(|v| v.to_str().ok());
+                    let body = match (named, offered.as_slice()) {
+                        (Some(tag), _) => inner.etags.current(url, access.generation, tag),
+                        (None, [only]) => Some(only.body.clone()),
+                        (None, _) => None,
+                    };
+                    match body {
+                        Some(body) => Ok(Answer {
                             status: 200,
                             headers: r.headers,
                             body,
                             cost,
                             etag: None,
-                        });
+                        }),
+                        // Several tags offered and the 304 does not say which one is current:
+                        // ask again with the newest alone, and from now on always.
+                        None if listed => {
+                            self.stop_etag_lists(endpoint, "a 304 without an ETag");
+                            continue;
+                        }
+                        None => Err(GitHubError::transient(
+                            format!("{endpoint}: 304 for a request that was not conditional"),
+                            Some(304),
+                        )),
                     }
-                    GitHubError::transient(
-                        format!("{endpoint}: 304 for a request that was not conditional"),
-                        Some(304),
-                    )
                 }
-                Ok(r) if r.status >= 500 => {
-                    GitHubError::transient(format!("{endpoint}: HTTP {}", r.status), Some(r.status))
+                Ok(r) if r.status >= 500 => Err(GitHubError::transient(
+                    format!("{endpoint}: HTTP {}", r.status),
+                    Some(r.status),
+                )),
+                // A server refusing a list of tags (none of GitHub's documented answers, but it
+                // must not stop polling): ask again with one.
+                Ok(r) if r.status == 400 && listed => {
+                    self.stop_etag_lists(endpoint, "HTTP 400");
+                    continue;
                 }
                 Ok(r) => {
-                    if (200..300).contains(&r.status) {
+                    let ok = (200..300).contains(&r.status);
+                    if ok {
                         cost.charged += 1;
                     }
-                    let etag = if conditional && (200..300).contains(&r.status) {
+                    let etag = if conditional && ok {
                         r.headers
                             .get(http::header::ETAG)
                             .and_then(|v| v.to_str().ok())
@@ -235,27 +271,37 @@ impl GitHubClient {
                     } else {
                         None
                     };
-                    return Ok(Answer {
+                    // A full answer for a version we offered: the server compared only one
+                    // tag (or none). Offer one from now on, so nothing is paid twice.
+                    if listed {
+                        if let Some((tag, _)) = &etag {
+                            if offered.iter().any(|v| crate::etag::same_tag(&v.etag, tag)) {
+                                self.stop_etag_lists(endpoint, "a 200 for an offered ETag");
+                            }
+                        }
+                    }
+                    Ok(Answer {
                         status: r.status,
                         headers: r.headers,
                         body: Arc::from(r.body),
                         cost,
                         etag,
-                    });
+                    })
                 }
-                Err(e) => e,
+                Err(e) => Err(e),
             };
-            if idempotent
-                && matches!(failure, GitHubError::Transient { .. })
-                && attempt < self.config().transient_retries
-            {
-                let delay = self.config().backoff.delay(attempt);
-                tracing::debug!(endpoint, attempt, delay_ms = delay.as_millis() as u64, error = %failure, "retrying GitHub request");
-                attempt += 1;
-                pause(delay).await;
-                continue;
-            }
-            return Err(failure);
+        }
+    }
+
+    /// The server does not honour a list of entity tags in `If-None-Match`: offer only the
+    /// newest from now on (logged once).
+    fn stop_etag_lists(&self, endpoint: &'static str, why: &str) {
+        if self.inner.etag_lists.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                endpoint,
+                why,
+                "GitHub does not match a list of ETags; offering the newest only"
+            );
         }
     }
 

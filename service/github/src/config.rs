@@ -25,10 +25,9 @@ pub struct ClientConfig {
     /// Whole-request deadline (connect, headers and body): a stalled server
     /// becomes a transient error.
     pub request_timeout: Duration,
-    /// Immediate retries (with backoff) of idempotent requests that failed
-    /// transiently; each retry is a real, counted request.
-    pub transient_retries: u32,
-    /// Backoff between those retries.
+    /// The host-wide outage gate's schedule: after a 5xx or a request without an answer,
+    /// no request goes out for a jittered delay that doubles per failed try (default 1 s
+    /// doubling to 3 min, [`crate::OUTAGE_BACKOFF`]).
     pub backoff: Backoff,
     /// Requests in flight at once (GitHub's secondary limit starts at 100).
     pub max_concurrent: usize,
@@ -46,6 +45,9 @@ pub struct ClientConfig {
     pub repo_cache_ttl: Duration,
     /// Conditional-request cache entries kept (oldest dropped beyond it).
     pub etag_capacity: usize,
+    /// Versions remembered per URL and offered together in `If-None-Match`, so a list that
+    /// returns to an earlier state is a free 304 (1: the newest only).
+    pub etag_versions: usize,
 }
 
 impl ClientConfig {
@@ -56,8 +58,7 @@ impl ClientConfig {
             client_id: DEFAULT_CLIENT_ID.to_string(),
             user_agent: default_user_agent(),
             request_timeout: Duration::from_secs(30),
-            transient_retries: 2,
-            backoff: Backoff::default(),
+            backoff: crate::outage::OUTAGE_BACKOFF,
             max_concurrent: 8,
             renew_margin: Duration::from_secs(300),
             max_run_pages: 3,
@@ -66,6 +67,7 @@ impl ClientConfig {
             per_page: 100,
             repo_cache_ttl: Duration::from_secs(600),
             etag_capacity: 4096,
+            etag_versions: 3,
         }
     }
 }

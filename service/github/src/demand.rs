@@ -84,10 +84,13 @@ impl GitHubClient {
             }
             Target::Organization { org } => self.organization_demand(org.as_str()).await?,
         };
-        self.record_poll(Cost {
-            requests: result.requests,
-            charged: result.charged,
-        });
+        self.record_poll(
+            target,
+            Cost {
+                requests: result.requests,
+                charged: result.charged,
+            },
+        );
         if !result.jobs.is_empty() {
             self.record_demand_seen();
         }
@@ -169,6 +172,9 @@ impl GitHubClient {
             }
         }
         self.forget_runs(&full, &runs_seen);
+        if !is_floor {
+            self.settle_assignments(&full, &|run| runs_seen.contains_key(&run));
+        }
         let mut jobs = Vec::new();
         for (run_id, (updated_at, in_progress)) in runs_seen {
             if in_progress && self.is_settled(run_id, updated_at.as_deref()) {

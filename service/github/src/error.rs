@@ -16,6 +16,19 @@ pub enum GitHubError {
         /// HTTP status when there was one.
         status: Option<u16>,
     },
+    /// GitHub has not answered (5xx or no answer) and the host-wide outage gate is closed: the
+    /// request was not sent. Every target waits for `next_try` (see [`crate::outage`]).
+    #[error("GitHub has not answered since {since} ({failures} failed tries, last: {detail}); next try at {next_try}; check this machine's network, or https://www.githubstatus.com for an outage")]
+    Unreachable {
+        /// The first failure of this outage.
+        since: DateTime<Utc>,
+        /// When the next request may go out.
+        next_try: DateTime<Utc>,
+        /// Failed tries in a row.
+        failures: u32,
+        /// The last failure, in words (no secrets).
+        detail: String,
+    },
     /// A primary or secondary rate limit: no request should be made before `until`.
     #[error(
         "GitHub rate limit reached ({}); waiting until {until}",
@@ -93,7 +106,10 @@ pub enum GitHubError {
 impl GitHubError {
     /// Whether waiting and trying the same request again can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Transient { .. } | Self::RateLimited { .. })
+        matches!(
+            self,
+            Self::Transient { .. } | Self::RateLimited { .. } | Self::Unreachable { .. }
+        )
     }
 
     /// Whether the user has to sign in before anything works.
@@ -101,12 +117,13 @@ impl GitHubError {
         matches!(self, Self::Unauthorized | Self::SignInRequired { .. })
     }
 
-    /// For rate limits: how long from now until a request may be made.
+    /// For rate limits and a closed outage gate: how long from now until a request may be made.
     pub fn wait(&self) -> Option<Duration> {
         match self {
-            Self::RateLimited { until, .. } => {
-                Some((*until - Utc::now()).to_std().unwrap_or(Duration::ZERO))
-            }
+            Self::RateLimited { until, .. }
+            | Self::Unreachable {
+                next_try: until, ..
+            } => Some((*until - Utc::now()).to_std().unwrap_or(Duration::ZERO)),
             _ => None,
         }
     }

@@ -16,9 +16,11 @@ mod device_flow;
 mod endpoints;
 mod error;
 mod etag;
+mod health;
 mod installations;
 pub mod models;
 mod oauth;
+mod outage;
 mod package;
 mod probe;
 mod runners;
@@ -29,6 +31,7 @@ pub use auth::AuthState;
 pub use backoff::Backoff;
 pub use budget::{
     BudgetMeter, BudgetSnapshot, Counts, EndpointUsage, Planner, PollPlan, RateLimit,
+    TargetPollCost,
 };
 pub use client::{Cost, GitHubClient};
 pub use config::{default_user_agent, ClientConfig, DEFAULT_CLIENT_ID};
@@ -37,6 +40,8 @@ pub use demand::{Demand, QueuedJob};
 pub use device_flow::{DeviceCode, DeviceFlow, DeviceFlowError, PollOutcome};
 pub use endpoints::Endpoints;
 pub use error::{redact, GitHubError};
+pub use health::{Health, HealthState};
+pub use outage::OUTAGE_BACKOFF;
 
 /// A plain HTTP client on the same stack as [`GitHubClient`] (rustls, redirects, no retry layer,
 /// no default `user-agent: octocrab`) that carries no credential: for downloads from hosts that

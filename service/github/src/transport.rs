@@ -1,12 +1,13 @@
 //! One HTTP exchange through octocrab, with our headers, a whole-request
-//! deadline, metering and the rate-limit gate. No retries happen below this
-//! point (the octocrab stack we assemble has no retry layer), so every request GitHub sees
-//! is counted exactly once.
+//! deadline, metering, the rate-limit gate and (for the service's client) the host-wide outage
+//! gate. No retries happen below this point (the octocrab stack we assemble has no retry
+//! layer), so every request GitHub sees is counted exactly once.
 
-use crate::backoff::{rate_limit_until, RateGate};
+use crate::backoff::{rate_limit_until, Pause, RateGate};
 use crate::budget::{BudgetMeter, Charge};
 use crate::config::ClientConfig;
 use crate::error::{redact, GitHubError};
+use crate::outage::{OutageGate, OutageView};
 use chrono::Utc;
 use http::header::{
     HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, IF_NONE_MATCH, USER_AGENT,
@@ -15,7 +16,7 @@ use http::Method;
 use octocrab::{OctoBody, Octocrab, OctocrabBuilder};
 use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::Semaphore;
 
 pub(crate) const JSON_API: &str = "application/vnd.github+json";
@@ -91,6 +92,10 @@ pub(crate) struct Transport {
     pub(crate) config: Arc<ClientConfig>,
     pub(crate) meter: Arc<BudgetMeter>,
     gate: RateGate,
+    /// `None` for a transport that is not the service's (the device flow's own).
+    outage: Option<OutageGate>,
+    /// Bumped when the health may have changed (see [`crate::GitHubClient::health_changes`]).
+    pub(crate) health_signal: Arc<tokio::sync::watch::Sender<u64>>,
     slots: Semaphore,
 }
 
@@ -132,22 +137,61 @@ impl Transport {
         meter: Arc<BudgetMeter>,
     ) -> Result<Self, GitHubError> {
         let crab = octocrab_on_our_stack()?;
+        let (health_signal, _) = tokio::sync::watch::channel(0u64);
         Ok(Self {
             crab,
             slots: Semaphore::new(config.max_concurrent.max(1)),
             config,
             meter,
             gate: RateGate::default(),
+            outage: None,
+            health_signal: Arc::new(health_signal),
         })
     }
 
-    /// Sends one request. Transport failures and timeouts are `Transient`;
-    /// rate limits are `RateLimited` (and close the gate); every other status
-    /// is returned for the caller to interpret.
+    /// The same, with the host-wide outage gate on every request (REST and token renewal),
+    /// backing off on `config.backoff`.
+    pub(crate) fn with_outage_gate(
+        config: Arc<ClientConfig>,
+        meter: Arc<BudgetMeter>,
+    ) -> Result<Self, GitHubError> {
+        let mut t = Self::new(config, meter)?;
+        let signal = Arc::clone(&t.health_signal);
+        t.outage = Some(OutageGate::new(
+            t.config.backoff.clone(),
+            Box::new(move || signal.send_modify(|n| *n = n.wrapping_add(1))),
+        ));
+        Ok(t)
+    }
+
+    pub(crate) fn outage_view(&self) -> OutageView {
+        match &self.outage {
+            Some(g) => g.view(),
+            None => OutageView {
+                consecutive_failures: 0,
+                since: None,
+                next_try: None,
+                detail: None,
+            },
+        }
+    }
+
+    pub(crate) fn rate_pause(&self, now: chrono::DateTime<Utc>) -> Option<Pause> {
+        self.gate.pause(now)
+    }
+
+    /// Sends one request. Transport failures and timeouts are `Transient` (and close the
+    /// outage gate, as a 5xx does); while that gate is closed the request is not sent and the
+    /// answer is `Unreachable`. Rate limits are `RateLimited` (and close the rate gate); every
+    /// other status is returned for the caller to interpret.
     pub(crate) async fn send(&self, req: Request<'_>) -> Result<Response, GitHubError> {
         if req.rest {
             self.gate.check(Utc::now())?;
         }
+        let ticket = match &self.outage {
+            Some(g) => Some(g.admit(Utc::now())?),
+            None => None,
+        };
         let _slot = self
             .slots
             .acquire()
@@ -165,23 +209,42 @@ impl Transport {
                     self.meter.record(endpoint, &method, Charge::Error, None);
                 }
                 tracing::warn!(endpoint, method = %method, timeout_ms = elapsed.as_millis() as u64, "GitHub request timed out");
-                return Err(GitHubError::transient(
-                    format!(
-                        "{endpoint}: no answer within {:?}",
-                        self.config.request_timeout
-                    ),
-                    None,
-                ));
+                let detail = format!(
+                    "{endpoint}: no answer within {:?}",
+                    self.config.request_timeout
+                );
+                if let (Some(g), Some(t)) = (&self.outage, ticket) {
+                    g.failed(t, &detail, Utc::now());
+                }
+                return Err(GitHubError::transient(detail, None));
             }
             Ok(Err(e)) => {
                 if rest {
                     self.meter.record(endpoint, &method, Charge::Error, None);
                 }
                 tracing::warn!(endpoint, method = %method, error = %e, "GitHub request failed");
+                // Only a failed exchange is an outage; a request we could not even build
+                // (bad configuration, an unusable token) says nothing about GitHub.
+                if let (Some(g), Some(t), GitHubError::Transient { detail, .. }) =
+                    (&self.outage, ticket, &e)
+                {
+                    g.failed(t, detail, Utc::now());
+                }
                 return Err(e);
             }
             Ok(Ok(r)) => r,
         };
+        if let (Some(g), Some(t)) = (&self.outage, ticket) {
+            if response.status >= 500 {
+                g.failed(
+                    t,
+                    &format!("{endpoint}: HTTP {}", response.status),
+                    Utc::now(),
+                );
+            } else {
+                g.answered(t);
+            }
+        }
         let charge = match response.status {
             304 => Charge::Free,
             // GitHub does not charge asking for the rate limit itself.
@@ -203,7 +266,9 @@ impl Transport {
                 Utc::now(),
                 self.gate.consecutive_secondary(),
             ) {
-                self.gate.close(until, secondary);
+                if self.gate.close(until, secondary, Utc::now()) {
+                    self.health_signal.send_modify(|n| *n = n.wrapping_add(1));
+                }
                 tracing::warn!(endpoint, status = response.status, %until, secondary, "GitHub rate limit; pausing requests");
                 return Err(GitHubError::RateLimited { until, secondary });
             }
@@ -327,13 +392,6 @@ pub(crate) fn next_link(headers: &HeaderMap) -> Option<String> {
             None
         }
     })
-}
-
-/// Waits, unless the delay is zero.
-pub(crate) async fn pause(d: Duration) {
-    if !d.is_zero() {
-        tokio::time::sleep(d).await;
-    }
 }
 
 #[cfg(test)]

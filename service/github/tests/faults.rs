@@ -12,9 +12,17 @@ fn runners() -> EndpointMatch {
 }
 
 #[tokio::test]
-async fn a_5xx_is_retried_with_backoff_and_counted() {
+async fn a_5xx_closes_the_outage_gate_until_its_next_try() {
     let w = world().await;
     let t = target("alice/app");
+    // Long enough to look at the closed gate on a slow machine, short enough for a test.
+    let mut c = config(&w.fake);
+    c.backoff = Backoff {
+        base: Duration::from_secs(2),
+        cap: Duration::from_secs(4),
+    };
+    let (client, _) = client_with(c, Some(credential(&w.token)));
+    let w = World { client, ..w };
     w.fake.inject_fault(FaultRule::times(
         runners(),
         Fault::Status5xx {
@@ -24,12 +32,23 @@ async fn a_5xx_is_retried_with_backoff_and_counted() {
         1,
     ));
     w.fake.reset_counters();
-    w.client.list_runners(&t, None).await.unwrap();
+    let e = w.client.list_runners(&t, None).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GitHubError::Transient {
+                status: Some(502),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.is_retryable());
     let c = w.fake.counters().endpoint("repo_runners_list");
     assert_eq!(
         (c.requests, c.errors),
-        (2, 1),
-        "one retry, no hidden extra requests"
+        (1, 1),
+        "not retried below the caller"
     );
     let b = w.client.budget();
     let e = b
@@ -37,32 +56,30 @@ async fn a_5xx_is_retried_with_backoff_and_counted() {
         .iter()
         .find(|e| e.endpoint == "runners.list")
         .unwrap();
-    assert_eq!((e.counts.errors, e.counts.charged), (1, 1));
+    assert_eq!((e.counts.errors, e.counts.charged), (1, 0));
 
-    // Persistent 5xx: 1 + transient_retries requests, then a Transient error.
-    w.fake.inject_fault(FaultRule::always(
-        runners(),
-        Fault::Status5xx {
-            status: 503,
-            rate: 1.0,
-        },
-    ));
-    w.fake.reset_counters();
-    let e = w.client.list_runners(&t, None).await.unwrap_err();
-    assert!(
-        matches!(
-            e,
-            GitHubError::Transient {
-                status: Some(503),
-                ..
-            }
-        ),
-        "{e:?}"
-    );
-    assert!(e.is_retryable());
-    assert_eq!(w.fake.counters().endpoint("repo_runners_list").requests, 3);
-    let delay = Backoff::default().delay_for(&e, 3).unwrap();
-    assert!(delay >= Duration::from_secs(2) && delay <= Duration::from_secs(4));
+    // Until the next try, nothing goes out, for any endpoint: the caller learns when to
+    // come back.
+    let health = w.client.health();
+    assert_eq!(health.state, rm_github::HealthState::Unreachable);
+    assert_eq!(health.consecutive_failures, 1);
+    let next_try = health.next_try.unwrap();
+    let before = w.fake.counters().total.requests;
+    match w.client.installations().await {
+        Err(GitHubError::Unreachable {
+            next_try: n,
+            failures: 1,
+            ..
+        }) => assert_eq!(n, next_try),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.fake.counters().total.requests, before, "failed fast");
+    // Waiting for the next try: the probe goes out and the gate opens for everyone.
+    let wait = (next_try - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(wait).await;
+    w.client.list_runners(&t, None).await.unwrap();
+    assert_eq!(w.client.health(), rm_github::Health::ok());
+    w.client.installations().await.unwrap();
 }
 
 #[tokio::test]
@@ -70,7 +87,6 @@ async fn a_stalled_server_is_a_transient_timeout() {
     let w = world().await;
     let mut c = config(&w.fake);
     c.request_timeout = Duration::from_millis(300);
-    c.transient_retries = 0;
     let (client, _) = client_with(c, Some(credential(&w.token)));
     w.fake
         .inject_fault(FaultRule::times(runners(), Fault::Stall, 1));
@@ -88,7 +104,8 @@ async fn a_stalled_server_is_a_transient_timeout() {
     );
     assert!(matches!(e, GitHubError::Transient { .. }), "{e:?}");
     assert!(e.to_string().contains("no answer within"), "{e}");
-    // The server is fine again: next call works.
+    // The server is fine again: the next call after the gate's next try works.
+    after_next_try(&client).await;
     client
         .list_runners(&target("alice/app"), None)
         .await
@@ -98,8 +115,7 @@ async fn a_stalled_server_is_a_transient_timeout() {
 #[tokio::test]
 async fn a_dropped_connection_is_transient() {
     let w = world().await;
-    let mut c = config(&w.fake);
-    c.transient_retries = 0;
+    let c = config(&w.fake);
     let (client, _) = client_with(c, Some(credential(&w.token)));
     w.fake
         .inject_fault(FaultRule::times(runners(), Fault::DropConnection, 1));
@@ -119,6 +135,8 @@ async fn malformed_json_is_transient_and_not_cached() {
     let e = w.client.list_runners(&t, None).await.unwrap_err();
     assert!(matches!(e, GitHubError::Transient { .. }), "{e:?}");
     assert!(e.to_string().contains("malformed"), "{e}");
+    // A garbled 200 is an answer: it does not close the outage gate.
+    assert_eq!(w.client.health(), rm_github::Health::ok());
     assert!(w.client.list_runners(&t, None).await.unwrap().is_empty());
 }
 

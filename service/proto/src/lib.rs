@@ -22,6 +22,7 @@ pub mod signin;
 pub mod sockets;
 pub mod status;
 pub mod time;
+pub mod update;
 pub mod version;
 pub mod watch;
 
@@ -46,6 +47,7 @@ pub use status::{
     TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
+pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};
 pub use version::{
     check_compatibility, VersionInfo, VersionMismatch, API_HEADER, API_VERSION, MIN_CLIENT_API,
     SERVICE_VERSION_HEADER,
@@ -60,6 +62,6 @@ pub use server::bind_socket;
 pub use server::{bind_pipe, PipeListener};
 #[cfg(feature = "server")]
 pub use server::{
-    serve, serve_until, AccessPolicy, BindError, Handler, Listener, Peer, PeerIdentity,
-    ServerLimits, WatchStart,
+    serve, serve_until, AccessPolicy, BindError, GroupMembership, Handler, Listener, Peer,
+    PeerIdentity, ServerLimits, WatchStart,
 };

@@ -26,6 +26,8 @@ pub const PAUSE: &str = "/v1/pause";
 pub const RESUME: &str = "/v1/resume";
 /// The service's device-flow sign-in (see [`crate::signin`]).
 pub const SIGN_IN: &str = "/v1/sign-in";
+/// The service's updater (see [`crate::update`]).
+pub const UPDATE: &str = "/v1/update";
 
 /// One target as named in a path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -131,6 +133,8 @@ pub enum Route {
     StartSignIn,
     SignInStatus,
     CancelSignIn,
+    UpdateStatus,
+    Update,
 }
 
 impl Route {
@@ -149,6 +153,7 @@ impl Route {
             HOST_DOCTOR => &["GET"],
             PAUSE | RESUME => &["POST"],
             SIGN_IN => &["GET", "POST", "DELETE"],
+            UPDATE => &["GET", "POST"],
             _ => match path.strip_prefix(TARGET_PREFIX) {
                 Some(tail) => {
                     let target = TargetRef::from_path_tail(tail)
@@ -177,6 +182,8 @@ impl Route {
             (SIGN_IN, "POST") => Route::StartSignIn,
             (SIGN_IN, "GET") => Route::SignInStatus,
             (SIGN_IN, "DELETE") => Route::CancelSignIn,
+            (UPDATE, "GET") => Route::UpdateStatus,
+            (UPDATE, "POST") => Route::Update,
             _ => return Err(method_not_allowed(method, path, allowed)),
         };
         Ok(route)
@@ -186,7 +193,7 @@ impl Route {
     pub fn is_read_only(&self) -> bool {
         matches!(
             self,
-            Route::Version | Route::Status | Route::Watch | Route::Targets
+            Route::Version | Route::Status | Route::Watch | Route::Targets | Route::UpdateStatus
         )
     }
 
@@ -201,6 +208,7 @@ impl Route {
                 | Route::Pause
                 | Route::Resume
                 | Route::StartSignIn
+                | Route::Update
         )
     }
 }
@@ -277,6 +285,9 @@ mod tests {
             Route::resolve("DELETE", SIGN_IN).unwrap(),
             Route::CancelSignIn
         );
+        assert_eq!(Route::resolve("GET", UPDATE).unwrap(), Route::UpdateStatus);
+        assert_eq!(Route::resolve("POST", UPDATE).unwrap(), Route::Update);
+        assert!(Route::UpdateStatus.is_read_only() && !Route::Update.is_read_only());
         // Sign-in shows a user code another local user could enter first: operators only.
         assert!(!Route::SignInStatus.is_read_only());
         // The doctor may ask GitHub and reads the host's directories: operators only.

@@ -1,5 +1,5 @@
-//! Where a client finds the service: the boot service's socket first, then the login
-//! service's (the tray and the CLI look in the same places; `--socket` overrides both).
+//! Where a client finds the service: its user's own (login) service's socket first, then the
+//! boot service's (the tray and the CLI look in the same places; `--socket` overrides both).
 
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,8 @@ pub fn user_data_dir() -> PathBuf {
     base.join("runner-manager")
 }
 
-/// The sockets to try, in order: the boot service's, then this user's login service's.
+/// The sockets to try, in order: this user's own (login) service's, then the boot service's
+/// (which admits its operators). A socket that does not exist is passed over.
 pub fn default_sockets() -> Vec<PathBuf> {
     if cfg!(windows) {
         // One service per machine on Windows (SYSTEM), reached by its pipe name.
@@ -41,12 +42,17 @@ pub fn default_sockets() -> Vec<PathBuf> {
         ))];
     }
     let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    let login = login_socket(runtime.as_deref(), &user_data_dir());
-    let mut out = vec![PathBuf::from(BOOT_SOCKET)];
-    if !out.contains(&login) {
-        out.push(login);
+    in_order(login_socket(runtime.as_deref(), &user_data_dir()))
+}
+
+/// A login service's socket, then the boot service's.
+pub fn in_order(login: PathBuf) -> Vec<PathBuf> {
+    let boot = PathBuf::from(BOOT_SOCKET);
+    if login == boot {
+        vec![boot]
+    } else {
+        vec![login, boot]
     }
-    out
 }
 
 /// The first candidate whose socket file exists, if any.
@@ -76,9 +82,16 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn the_boot_socket_comes_first_and_the_first_existing_one_wins() {
+    fn the_users_own_socket_comes_first_and_the_first_existing_one_wins() {
         let sockets = default_sockets();
-        assert_eq!(sockets[0], Path::new(BOOT_SOCKET));
+        assert_eq!(
+            sockets.last().map(PathBuf::as_path),
+            Some(Path::new(BOOT_SOCKET))
+        );
+        assert_eq!(
+            in_order(PathBuf::from("/u/api.sock"))[0],
+            Path::new("/u/api.sock")
+        );
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.sock");
         let b = dir.path().join("b.sock");

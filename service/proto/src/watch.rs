@@ -86,11 +86,46 @@ pub enum Event {
     SignInProgress {
         session: crate::signin::SignInSession,
     },
-    /// A new service version is ready to install.
+    /// A newer runner-manager binary was installed over the running one (a package manager,
+    /// or the updater's swap): the service drains and hands over to it.
     UpdateReady {
         at: UnixMillis,
         current_version: String,
         new_version: String,
+    },
+    /// The release feed has a newer release. In `auto` mode it is applied next; in `notify`
+    /// mode (or for an install the updater cannot change) it waits for `POST /v1/update`.
+    UpdateAvailable {
+        at: UnixMillis,
+        current_version: String,
+        new_version: String,
+        /// Whether the service will apply it by itself.
+        automatic: bool,
+    },
+    /// Download progress of the new release's assets (at most a few per second).
+    UpdateProgress {
+        at: UnixMillis,
+        new_version: String,
+        downloaded: u64,
+        /// `null` when the feed did not say.
+        total: Option<u64>,
+    },
+    /// Verified; the service stopped starting runners, waits for running jobs, then swaps its
+    /// files and restarts.
+    UpdateApplying { at: UnixMillis, new_version: String },
+    /// This service now runs `new_version` (published by the new service once it answers).
+    UpdateFinished {
+        at: UnixMillis,
+        previous_version: String,
+        new_version: String,
+    },
+    /// An update was refused or failed; nothing was changed, or the previous version was
+    /// restored. `fix` says what to do.
+    UpdateFailed {
+        at: UnixMillis,
+        new_version: Option<String>,
+        reason: String,
+        fix: String,
     },
     /// An event kind this client does not know (sent by a newer service): skip it.
     #[serde(other)]

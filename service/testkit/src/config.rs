@@ -25,6 +25,10 @@ pub struct FakeConfig {
     pub rate_limit: u64,
     /// The OAuth client id the fake app accepts; other ids get `incorrect_client_credentials`.
     pub client_id: String,
+    /// `If-None-Match` naming several entity tags matches when any is current (RFC 9110
+    /// §13.1.2, and the Rails behaviour GitHub's API is built on). `false` models a server that
+    /// compares the header as one tag, for clients that must cope with either.
+    pub if_none_match_lists: bool,
 }
 
 impl Default for FakeConfig {
@@ -39,6 +43,7 @@ impl Default for FakeConfig {
             refresh_token_lifetime: Duration::from_secs(15_811_200),
             rate_limit: 5_000,
             client_id: crate::DEFAULT_CLIENT_ID.to_string(),
+            if_none_match_lists: true,
         }
     }
 }

@@ -80,6 +80,9 @@ pub enum Fault {
         retry_after: Option<u64>,
         secondary: bool,
     },
+    /// Refuse as GitHub does for a permanent reason: `status` (403, 404, 422…) with a GitHub
+    /// error body carrying `message` (e.g. 403 "Resource not accessible by integration").
+    Refuse { status: u16, message: String },
     /// Answer 200 with a truncated JSON body.
     MalformedJson,
     /// Abort the connection without a complete answer (the body stream fails, so hyper drops

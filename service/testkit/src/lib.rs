@@ -25,7 +25,9 @@
 //! faults:  inject_fault(FaultRule{endpoint: EndpointMatch, fault: Fault, times}) / clear_faults()
 //! limits:  set_rate_limit(n) / set_remaining(n)
 //! package: set_runner_package(&package::RunnerPackage)
-//! views:   counters() -> Counters / reset_counters() / runners() / jobs() / job(id) / runs()
+//! views:   counters() -> Counters / reset_counters() / request_log() / runners() / jobs()
+//!          job(id) / runs()
+//! network: Relay::start(fake.addr()) in front of it: cut() (connection refused) / restore()
 //! ```
 //!
 //! All `&self` methods lock a std mutex briefly; call them from anywhere. Errors of world setup
@@ -39,6 +41,7 @@ pub mod fault;
 pub mod harness;
 mod http;
 pub mod package;
+mod relay;
 mod server;
 pub mod types;
 mod world;
@@ -47,10 +50,11 @@ pub use config::FakeConfig;
 pub use counters::{Counters, EndpointCounters};
 pub use error::FakeError;
 pub use fault::{EndpointMatch, Fault, FaultRule};
+pub use relay::Relay;
 pub use server::FakeGitHub;
 pub use types::{
-    Behaviour, Conclusion, InstallationRepos, IssuedToken, JobSpec, JobStatus, JobView, RunView,
-    RunnerScope, RunnerView,
+    Behaviour, Conclusion, InstallationRepos, IssuedToken, JobSpec, JobStatus, JobView,
+    LoggedRequest, RunView, RunnerScope, RunnerView,
 };
 
 /// OAuth client id the fake app accepts by default (looks like a GitHub App client id).

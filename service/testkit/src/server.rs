@@ -230,7 +230,15 @@ impl FakeGitHub {
 
     /// Zeroes the request counters.
     pub fn reset_counters(&self) {
-        self.shared.world().counters = Counters::default();
+        let mut w = self.shared.world();
+        w.counters = Counters::default();
+        w.request_log.clear();
+    }
+
+    /// Every request counted since the start (or the last `reset_counters`), oldest first:
+    /// when each came and how it was answered.
+    pub fn request_log(&self) -> Vec<crate::types::LoggedRequest> {
+        self.shared.world().request_log.iter().cloned().collect()
     }
 
     /// Sets the primary rate limit per user (`x-ratelimit-limit`).
@@ -260,6 +268,31 @@ impl FakeGitHub {
             os: package.os.clone(),
             arch: package.arch.clone(),
         });
+    }
+
+    /// Publishes a release of `repo` (`owner/name`) with these assets (name, file served from
+    /// disk); the newest published is `releases/latest`. Returns the release id.
+    pub fn publish_release(
+        &self,
+        repo: &str,
+        tag: &str,
+        assets: &[(String, std::path::PathBuf)],
+    ) -> u64 {
+        let mut w = self.shared.world();
+        let id = w.releases.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+        w.releases.push(crate::world::FakeRelease {
+            id,
+            repo: repo.to_owned(),
+            tag: tag.to_owned(),
+            assets: assets.to_vec(),
+            published_at: chrono::Utc::now(),
+        });
+        id
+    }
+
+    /// Removes every release (the feed answers 404 again).
+    pub fn clear_releases(&self) {
+        self.shared.world().releases.clear();
     }
 
     // ---- views ----

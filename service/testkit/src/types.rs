@@ -223,3 +223,14 @@ mod duration_ms {
         Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }
+
+/// One request as the fake saw it (`FakeGitHub::request_log`). `status` 0: the connection was
+/// dropped or stalled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedRequest {
+    pub at: std::time::Instant,
+    /// The endpoint name, as in [`crate::Counters`].
+    pub endpoint: String,
+    pub status: u16,
+    pub charged: bool,
+}

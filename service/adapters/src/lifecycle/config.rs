@@ -102,10 +102,12 @@ impl LifecycleConfig {
 }
 
 /// The interval every loop asks for: the plan's current choice, swapped when the number of
-/// targets changes.
+/// targets changes, and never ending before GitHub's next try (an outage or a rate limit):
+/// a loop whose pass failed fast does not spin, it comes back when a request may go out.
 pub(crate) struct PlannedPoll {
     plan: PollPlan,
     current: RwLock<(usize, Arc<dyn PollInterval>)>,
+    client: Option<GitHubClient>,
 }
 
 impl PlannedPoll {
@@ -118,7 +120,14 @@ impl PlannedPoll {
         PlannedPoll {
             plan,
             current: RwLock::new((1, first)),
+            client: None,
         }
+    }
+
+    /// Waits at least until `client`'s next try.
+    pub(crate) fn gated_by(mut self, client: GitHubClient) -> Self {
+        self.client = Some(client);
+        self
     }
 
     /// Plans for `targets` (at least one) if that count differs from the last; true if it did.
@@ -152,6 +161,15 @@ impl PollInterval for PlannedPoll {
                 .unwrap_or_else(PoisonError::into_inner)
                 .1,
         );
-        current.next_interval()
+        let planned = current.next_interval();
+        match self.client.as_ref().and_then(GitHubClient::next_try) {
+            Some(at) => planned.max(until(at)),
+            None => planned,
+        }
     }
+}
+
+/// From now until `at` (zero when it has passed).
+fn until(at: chrono::DateTime<chrono::Utc>) -> Duration {
+    (at - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO)
 }

@@ -166,6 +166,7 @@ impl<S: PackageSource + 'static, J: JournalPort + Clone> Lifecycle<S, J> {
     /// A lifecycle with no loop yet: [`Lifecycle::run`] reads the targets first.
     pub fn with_parts(parts: LifecycleParts<S, J>) -> Self {
         let shared = HostShared::new(parts.config.max_preparations);
+        let gated_by = parts.github.client().clone();
         let (spawn_tx, spawn_rx) = mpsc::unbounded_channel();
         let (host, factory) = match parts.host {
             HostProvider::Ready(h) => (Some(h), None),
@@ -179,7 +180,7 @@ impl<S: PackageSource + 'static, J: JournalPort + Clone> Lifecycle<S, J> {
             github: parts.github,
             host: Arc::new(Mutex::new(host)),
             factory,
-            poll: Arc::new(PlannedPoll::new(parts.config.poll.clone())),
+            poll: Arc::new(PlannedPoll::new(parts.config.poll.clone()).gated_by(gated_by)),
             config: parts.config,
             hook: parts.hook,
             wake: parts.wake,

@@ -125,6 +125,14 @@ pub trait GitHubPort: Send + Sync + 'static {
         target: &Target,
         runner_id: u64,
     ) -> impl Future<Output = Result<DeleteOutcome, GhError>> + Send;
+
+    /// Whether GitHub's job listings, as the demand polls last read them (no request), show
+    /// `runner_name` running a job now. GitHub's word that the runner is busy: supervision then
+    /// needs no inventory listing to know it (LIFECYCLE.md: learn busy from any source).
+    fn runs_job(&self, runner_name: &str) -> bool {
+        let _ = runner_name;
+        false
+    }
 }
 
 impl<G: GitHubPort> GitHubPort for Arc<G> {
@@ -161,6 +169,9 @@ impl<G: GitHubPort> GitHubPort for Arc<G> {
         runner_id: u64,
     ) -> impl Future<Output = Result<DeleteOutcome, GhError>> + Send {
         (**self).delete_runner(target, runner_id)
+    }
+    fn runs_job(&self, runner_name: &str) -> bool {
+        (**self).runs_job(runner_name)
     }
 }
 

@@ -430,3 +430,57 @@ async fn the_default_backoff_is_jittered_within_a_quarter() {
     assert_eq!(n, 1);
     assert!((11_250..=15_000).contains(&next), "{next}");
 }
+
+#[tokio::test]
+async fn github_being_unavailable_does_not_count_toward_the_targets_backoff() {
+    // Every registration fails because GitHub is down (retries exhausted on 503s): that is a
+    // host-wide condition with its own back-off and status, not this target's fault, so a
+    // long outage never leaves the target needing repair.
+    let mut h = Harness::new();
+    h.clock.set_auto_advance(true);
+    h.github.set_jobs(1);
+    // More failures than ten minutes of launches can use up (a registration that went
+    // through would start a runner that never comes online: a failure of its own).
+    for _ in 0..1000 {
+        h.github
+            .state
+            .lock()
+            .unwrap()
+            .jit_script
+            .push_back(rm_agent::GhError::Transient {
+                detail: "HTTP 503".into(),
+            });
+    }
+    let lp = h.make_loop_with(target(), exact());
+    let events = passes_for(&mut h, &lp, Duration::from_secs(600)).await;
+    assert!(h.github.jit_calls() >= 15, "{}", h.github.jit_calls());
+    assert_eq!(h.journal.policy(1).state(), PolicyState::Active);
+    assert!(
+        backoffs(&events).is_empty(),
+        "an outage counted as the target's failures: {:?}",
+        backoffs(&events)
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_without_a_state_of_its_own_backs_off_like_any_failure() {
+    // An answer we cannot read (or a 422) is refused without a policy state to show it: it
+    // must not become a loop of registrations.
+    let mut h = Harness::new();
+    h.github.set_jobs(1);
+    for _ in 0..20 {
+        h.github
+            .state
+            .lock()
+            .unwrap()
+            .jit_script
+            .push_back(rm_agent::GhError::Invalid {
+                detail: "HTTP 200: truncated JSON".into(),
+            });
+    }
+    let lp = h.make_loop_with(target(), exact());
+    let events = passes_for(&mut h, &lp, Duration::from_secs(600)).await;
+    assert_eq!(h.github.jit_calls(), 5);
+    assert_eq!(h.journal.policy(1).state(), PolicyState::RepairRequired);
+    assert_eq!(backoffs(&events).len(), 4);
+}

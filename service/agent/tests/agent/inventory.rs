@@ -80,6 +80,69 @@ async fn a_short_job_costs_one_inventory_listing() {
 }
 
 #[tokio::test]
+async fn a_runner_the_job_listings_show_running_is_busy_without_a_listing_however_long_its_job() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = default_loop(&h);
+    lp.pass().await;
+    let a = only_attempt(&h);
+    assert_eq!(a.state(), AttemptState::Starting);
+    let before = h.github.inventory_calls();
+    // The demand poll's jobs listing names our runner on the job it took (no longer queued).
+    h.github.set_jobs(0);
+    h.github.set_running(a.runner_name(), true);
+    h.clock.advance(Duration::from_secs(1));
+    lp.pass().await;
+    assert_eq!(only_attempt(&h).state(), AttemptState::Busy);
+    assert_eq!(
+        h.github.inventory_calls(),
+        before,
+        "GitHub's word, no listing"
+    );
+    // A job of an hour: no refresh, no registration timeout, nothing stopped.
+    for _ in 0..120 {
+        h.clock.advance(Duration::from_secs(30));
+        lp.pass().await;
+    }
+    assert_eq!(h.github.inventory_calls(), before);
+    assert_eq!(only_attempt(&h).state(), AttemptState::Busy);
+    assert!(h.host.stops().is_empty());
+    // The job ends and the ephemeral runner leaves GitHub and exits: one look concludes it.
+    h.github.set_running(a.runner_name(), false);
+    h.github.unlist(a.runner_name());
+    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.kill(a.process().unwrap());
+    h.clock.advance(Duration::from_secs(1));
+    lp.pass().await;
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
+    assert!(stored.is_cleaned());
+    assert_eq!(h.github.inventory_calls(), before + 1);
+}
+
+#[tokio::test]
+async fn a_runner_still_alive_after_its_job_ended_is_looked_at_again() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = default_loop(&h);
+    lp.pass().await;
+    let a = only_attempt(&h);
+    h.github.set_jobs(0);
+    h.github.set_running(a.runner_name(), true);
+    h.clock.advance(Duration::from_secs(1));
+    lp.pass().await;
+    let before = h.github.inventory_calls();
+    // The listings say the job is over, but the process lives on: the usual refresh applies.
+    h.github.set_running(a.runner_name(), false);
+    h.github
+        .list(a.runner_name(), 100, false, RunnerStatus::Online);
+    h.clock.advance(Duration::from_secs(31));
+    lp.pass().await;
+    assert_eq!(h.github.inventory_calls(), before + 1);
+    assert_eq!(only_attempt(&h).state(), AttemptState::Idle);
+}
+
+#[tokio::test]
 async fn a_due_registration_timeout_reads_github_before_terminating() {
     let h = Harness::new();
     h.github.set_jobs(1);

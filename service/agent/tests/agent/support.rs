@@ -259,6 +259,8 @@ pub struct GState {
     /// Runners that finish and leave GitHub right after the next inventory read (the race
     /// between reading the inventory and inspecting the process).
     pub vanish_after_inventory: Vec<String>,
+    /// Runners GitHub's job listings show running a job (what `runs_job` answers).
+    pub running: std::collections::BTreeSet<String>,
     /// Runner names the job listings show with a job (GitHub's word, ahead of the inventory).
     pub runners_with_jobs: std::collections::BTreeSet<String>,
 }
@@ -319,6 +321,16 @@ impl FakeGitHub {
 
     pub fn jit_calls(&self) -> u32 {
         self.state.lock().unwrap().jit_calls
+    }
+
+    /// The demand polls' job listings show `name` running a job (or no longer).
+    pub fn set_running(&self, name: &str, on: bool) {
+        let mut st = self.state.lock().unwrap();
+        if on {
+            st.running.insert(name.to_owned());
+        } else {
+            st.running.remove(name);
+        }
     }
 
     pub fn set_unreachable(&self, on: bool) {
@@ -410,6 +422,10 @@ impl GitHubPort for FakeGitHub {
             st.runners.remove(&name);
         }
         Ok(list)
+    }
+
+    fn runs_job(&self, runner_name: &str) -> bool {
+        self.state.lock().unwrap().running.contains(runner_name)
     }
 
     async fn delete_runner(

@@ -23,27 +23,27 @@ pub const SOCKET_FILE: &str = rm_proto::sockets::SOCKET_FILE;
 /// `<data-dir>/api.sock` when no runtime directory is set.
 pub fn default_socket_path(data_dir: &Path) -> PathBuf {
     if paths::is_privileged() {
-        return PathBuf::from(rm_proto::sockets::BOOT_SOCKET);
+        return PathBuf::from(SYSTEM_SOCKET);
     }
     let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
     rm_proto::sockets::login_socket(runtime.as_deref(), data_dir)
 }
 
-/// The sockets a client command tries, as the tray does: the boot service's, then the login
-/// service's (of `data_dir`).
+/// The machine service's socket (a boot service run by root).
+pub const SYSTEM_SOCKET: &str = rm_proto::sockets::BOOT_SOCKET;
+
+/// The sockets a client command tries, as the tray does (`rm_proto::sockets`): its user's own
+/// service (a login service, of `data_dir`), then the machine's boot service, which admits the
+/// operators group's members.
 pub fn client_sockets(data_dir: &Path) -> Vec<PathBuf> {
     let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    let mut out = vec![PathBuf::from(rm_proto::sockets::BOOT_SOCKET)];
     let login = rm_proto::sockets::login_socket(runtime.as_deref(), data_dir);
-    if !out.contains(&login) {
-        out.push(login);
-    }
-    out
+    rm_proto::sockets::in_order(login)
 }
 
-/// The socket a client command talks to without `--socket`: the first of
+/// Where the CLI finds the service unless `--socket` says otherwise: the first of
 /// [`client_sockets`] that exists, else this user's default (so the error names it).
-pub fn discover_socket(data_dir: &Path) -> PathBuf {
+pub fn client_socket_path(data_dir: &Path) -> PathBuf {
     let candidates = client_sockets(data_dir);
     rm_proto::sockets::first_existing(&candidates)
         .cloned()

@@ -33,6 +33,9 @@ pub struct RunArgs {
     /// A user (name or uid) allowed to change the service besides root (repeatable).
     #[arg(long = "operator", value_name = "USER")]
     pub operators: Vec<String>,
+    /// Members of this group may operate the service too (root service only).
+    #[arg(long, value_name = "GROUP", default_value = crate::service::operators::OPERATORS_GROUP)]
+    pub operator_group: String,
     /// On SIGTERM/SIGINT, stop waiting for running jobs after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub drain_deadline: u64,
@@ -61,6 +64,43 @@ pub struct RunArgs {
     /// The launch back-off's longest wait, in ms.
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub launch_backoff_max_ms: Option<u64>,
+    /// What to do when a newer release is published: auto (download, verify and apply it;
+    /// running jobs finish first), notify (tell, apply when asked), off
+    /// [default: config.json's `update`, else auto].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub update: Option<UpdateModeArg>,
+    /// The release feed's REST base [default: config.json's `update_api_base`, else
+    /// https://api.github.com].
+    #[arg(long, value_name = "URL")]
+    pub update_api_base: Option<String>,
+    /// The repository runner-manager's releases come from (`owner/name`).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub update_repo: Option<String>,
+    /// Check the feed this often, in seconds, starting right away (tests, benchmarks).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub update_check_secs: Option<u64>,
+    /// Trust this minisign public key for updates instead of the built-in one. Tests only:
+    /// refused by release builds.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub update_trust_key: Option<std::path::PathBuf>,
+}
+
+/// `--update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpdateModeArg {
+    Auto,
+    Notify,
+    Off,
+}
+
+impl From<UpdateModeArg> for rm_proto::UpdateMode {
+    fn from(m: UpdateModeArg) -> Self {
+        match m {
+            UpdateModeArg::Auto => rm_proto::UpdateMode::Auto,
+            UpdateModeArg::Notify => rm_proto::UpdateMode::Notify,
+            UpdateModeArg::Off => rm_proto::UpdateMode::Off,
+        }
+    }
 }
 
 fn resolve_operator(text: &str) -> Result<u32, Failure> {
@@ -102,6 +142,7 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         client_id: args.client_id,
         socket: socket.to_path_buf(),
         operators,
+        operator_group: args.operator_group,
         drain_deadline: secs(args.drain_deadline),
         upgrade_poll: Duration::from_millis(args.upgrade_poll_ms),
         poll: args.poll_ms.map(Duration::from_millis),
@@ -110,13 +151,22 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         registration_timeout: args.registration_timeout_secs.map(secs),
         idle_timeout: args.idle_timeout_secs.map(secs),
         stop_grace: args.stop_grace_ms.map(Duration::from_millis),
+        update_mode: args.update.map(Into::into),
+        update_api_base: args.update_api_base,
+        update_repo: args.update_repo,
+        update_check_every: args.update_check_secs.map(secs),
+        update_trust_key: args.update_trust_key,
         launch_backoff: args.launch_backoff_ms.map(Duration::from_millis),
         launch_backoff_max: args.launch_backoff_max_ms.map(Duration::from_millis),
     };
+    if let Some(key) = &options.update_trust_key {
+        // Refused here already in release builds, with the fix.
+        crate::update::verify::TrustedKey::from_file(key).map_err(Failure::usage)?;
+    }
     crate::service::run(options)
 }
 
-fn init_logging() {
+pub(super) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

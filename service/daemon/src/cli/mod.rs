@@ -10,6 +10,7 @@ pub mod backend;
 pub mod backend_api;
 mod daemon;
 mod output;
+mod update;
 mod watch;
 
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of `daemon run`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Sign in to GitHub (device flow), show or remove the credential.
     #[command(subcommand)]
@@ -77,6 +80,21 @@ pub enum Command {
     /// Register the service with the OS service manager.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// Check for a newer runner-manager release and apply it (running jobs finish first).
+    Update {
+        /// Only check and show what is available; change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Do not wait for the service to come back with the new version.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Confirms or undoes an update (started by the service itself; not for people).
+    #[command(hide = true)]
+    UpdateWatchdog {
+        #[arg(long)]
+        pid: u32,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,6 +237,9 @@ pub enum ServiceCommand {
     Status,
     /// Stop, disable and remove the service (the data directory is kept).
     Uninstall,
+    /// Stop starting runners and wait, without a deadline, until the running ones finished
+    /// (the package's removal runs this before stopping the service).
+    Drain,
 }
 
 /// Parse the process arguments, run, and turn the outcome into an exit code.
@@ -251,11 +272,11 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
     let socket_given = cli.socket.is_some();
     // `daemon run` binds where its start mode says; client commands find the service as the
-    // tray does (the boot service's socket, else the login service's).
+    // tray does (their user's own service, else the boot service).
     let socket = match (&cli.socket, &cli.command) {
         (Some(s), _) => s.clone(),
         (None, Command::Daemon(_)) => backend_api::default_socket_path(&data_dir),
-        (None, _) => backend_api::discover_socket(&data_dir),
+        (None, _) => backend_api::client_socket_path(&data_dir),
     };
     let offline = cli.offline;
     match cli.command {
@@ -291,7 +312,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Host(HostCommand::Show { json }) => {
             let status = ApiBackend::connect(&socket)?.status()?;
-            output::print_api_host(&status.host, json)
+            output::print_api_host(&status, json)
         }
         Command::Host(HostCommand::Doctor { json }) if offline => {
             let report = open_offline(&data_dir)?.1.doctor()?;
@@ -335,7 +356,15 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             output::print_api_status(&status, json)
         }
         Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
-        Command::Service(cmd) => service_command(&data_dir, cmd),
+        Command::Update { .. } if offline => Err(Failure::usage(
+            "`update` asks the running service (it is the one that updates): drop `--offline`",
+        )),
+        Command::Update { check, no_wait } => update::run(&socket, check, no_wait),
+        Command::UpdateWatchdog { pid } => {
+            daemon::init_logging();
+            crate::update::swap::watchdog(&data_dir, pid).map_err(Failure::internal)
+        }
+        Command::Service(cmd) => service_command(&data_dir, &socket, cmd),
     }
 }
 
@@ -588,7 +617,34 @@ fn api_target_command(
     }
 }
 
-fn service_command(data_dir: &std::path::Path, cmd: ServiceCommand) -> Result<(), Failure> {
+/// `service drain`: pause launching, then wait until no runner is left.
+fn drain(socket: &std::path::Path) -> Result<(), Failure> {
+    let api = ApiBackend::connect(socket)?;
+    api.block_on(api.client().pause())
+        .map_err(backend_api::client_failure)?;
+    let mut last = usize::MAX;
+    loop {
+        let n = api.status()?.runners.len();
+        if n == 0 {
+            println!("no runner left: the service may stop");
+            return Ok(());
+        }
+        if n != last {
+            println!("waiting for {n} runner(s) to finish their job");
+            last = n;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+fn service_command(
+    data_dir: &std::path::Path,
+    socket: &std::path::Path,
+    cmd: ServiceCommand,
+) -> Result<(), Failure> {
+    if let ServiceCommand::Drain = cmd {
+        return drain(socket);
+    }
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| Failure::internal(format!("cannot find this program's own path: {e}")))?;
@@ -625,5 +681,6 @@ fn service_command(data_dir: &std::path::Path, cmd: ServiceCommand) -> Result<()
             println!("{done}");
             Ok(())
         }
+        ServiceCommand::Drain => drain(socket),
     }
 }

@@ -219,9 +219,24 @@ pub(super) fn print_api_targets(
     print_target_list(targets, as_json, noun, api_target_line)
 }
 
-pub(super) fn print_api_host(h: &rm_proto::HostStatus, as_json: bool) -> Result<(), Failure> {
+/// `host show --json`: the host's fields, plus what it spends of the rate limit and whether
+/// GitHub answers it.
+#[derive(Serialize)]
+struct HostShow<'a> {
+    #[serde(flatten)]
+    host: &'a rm_proto::HostStatus,
+    budget: Option<&'a rm_proto::Budget>,
+    github_health: &'a rm_proto::GitHubHealth,
+}
+
+pub(super) fn print_api_host(s: &rm_proto::Status, as_json: bool) -> Result<(), Failure> {
+    let h = &s.host;
     if as_json {
-        return json(h);
+        return json(&HostShow {
+            host: h,
+            budget: s.budget.as_ref(),
+            github_health: &s.github_health,
+        });
     }
     println!("host id:       {}", h.id);
     println!("label:         {}", h.label);
@@ -231,7 +246,108 @@ pub(super) fn print_api_host(h: &rm_proto::HostStatus, as_json: bool) -> Result<
         println!("               {note}");
     }
     println!("routing label: {}", h.routing_label);
+    let now = chrono::Utc::now().timestamp_millis();
+    if let Some(line) = health_line(&s.github_health, now) {
+        println!("{line}");
+    }
+    println!("{}", traffic_line(s.budget.as_ref()));
     Ok(())
+}
+
+/// `12,345`.
+fn thousands(n: u32) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A time of day in the local time zone, `14:03:07` (the number when out of range).
+fn clock(t: rm_proto::UnixMillis, format: &str) -> String {
+    chrono::DateTime::from_timestamp_millis(t.as_millis())
+        .map(|t| t.with_timezone(&chrono::Local).format(format).to_string())
+        .unwrap_or_else(|| t.as_millis().to_string())
+}
+
+/// `in 12s`, `in 3m 05s`, or `now` for a time that has come.
+fn from_now(t: rm_proto::UnixMillis, now_ms: i64) -> String {
+    // Rounded up: "in 0s" would read as a try under way.
+    let secs = ((t.as_millis() - now_ms).max(0) + 999) / 1000;
+    match secs {
+        0 => "now".to_owned(),
+        s if s < 60 => format!("in {s}s"),
+        s => format!("in {}m {:02}s", s / 60, s % 60),
+    }
+}
+
+/// `GitHub unreachable since 14:03:07 (5 failures), next try in 12s` (and the last failure);
+/// `None` while GitHub answers.
+pub(super) fn health_line(h: &rm_proto::GitHubHealth, now_ms: i64) -> Option<String> {
+    use rm_proto::GitHubHealthState as S;
+    let since = h
+        .since
+        .map(|t| format!(" since {}", clock(t, "%H:%M:%S")))
+        .unwrap_or_default();
+    let next = h
+        .next_try
+        .map(|t| format!(", next try {}", from_now(t, now_ms)))
+        .unwrap_or_default();
+    let detail = h
+        .detail
+        .as_deref()
+        .map(|d| format!(" — last: {d}"))
+        .unwrap_or_default();
+    match h.state {
+        S::Ok => None,
+        S::Unreachable => Some(format!(
+            "GitHub unreachable{since} ({} failure{}){next}{detail}; every target waits for it (check the network, or https://www.githubstatus.com)",
+            h.consecutive_failures,
+            if h.consecutive_failures == 1 { "" } else { "s" }
+        )),
+        S::RateLimited => Some(format!(
+            "GitHub rate limit{since}{next}{}; nothing is sent until then",
+            h.detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )),
+        S::Unknown => Some("GitHub health unknown (a newer service?)".to_owned()),
+    }
+}
+
+/// `GitHub requests, last hour: 120 charged · 3,400 free (304) · 2 failed; quota left 4,870 of
+/// 5,000 (resets 14:00); planned: octo/app ~90/h, acme ~180/h`.
+pub(super) fn traffic_line(b: Option<&rm_proto::Budget>) -> String {
+    let Some(b) = b else {
+        return "GitHub requests: none answered yet".to_owned();
+    };
+    let resets = b
+        .reset
+        .map(|t| format!(" (resets {})", clock(t, "%H:%M")))
+        .unwrap_or_default();
+    let planned = if b.planned_per_hour.is_empty() {
+        String::new()
+    } else {
+        let each: Vec<String> = b
+            .planned_per_hour
+            .iter()
+            .map(|t| format!("{} ~{}/h", t.target, thousands(t.planned_per_hour)))
+            .collect();
+        format!("; planned: {}", each.join(", "))
+    };
+    format!(
+        "GitHub requests, last hour: {} charged · {} free (304) · {} failed; quota left {} of {}{resets}{planned}",
+        thousands(b.charged_last_hour),
+        thousands(b.not_modified_last_hour),
+        thousands(b.errors_last_hour),
+        thousands(b.remaining),
+        thousands(b.limit),
+    )
 }
 
 /// `, job build (#42, octo/app) https://…` as far as it is known.
@@ -285,6 +401,10 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         Some(t) => println!("last GitHub contact: {}", when(t)),
         None => println!("last GitHub contact: never"),
     }
+    if let Some(line) = health_line(&s.github_health, chrono::Utc::now().timestamp_millis()) {
+        println!("{line}");
+    }
+    println!("{}", traffic_line(s.budget.as_ref()));
     if s.targets.is_empty() {
         println!("no targets: add one with `runner-manager repo add owner/repo`");
     }
@@ -328,6 +448,85 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_names_since_the_failures_and_the_next_try() {
+        let now = 1_900_000_000_000i64;
+        let h = rm_proto::GitHubHealth {
+            state: rm_proto::GitHubHealthState::Unreachable,
+            since: Some(rm_proto::UnixMillis(now - 95_000)),
+            next_try: Some(rm_proto::UnixMillis(now + 11_200)),
+            detail: Some("runs.list: HTTP 503".into()),
+            consecutive_failures: 5,
+        };
+        let line = health_line(&h, now).unwrap();
+        let since = clock(rm_proto::UnixMillis(now - 95_000), "%H:%M:%S");
+        assert!(
+            line.starts_with(&format!(
+                "GitHub unreachable since {since} (5 failures), next try in 12s"
+            )),
+            "{line}"
+        );
+        assert!(line.contains("HTTP 503"), "{line}");
+        let past = rm_proto::GitHubHealth {
+            next_try: Some(rm_proto::UnixMillis(now - 1)),
+            consecutive_failures: 1,
+            ..h.clone()
+        };
+        assert!(health_line(&past, now)
+            .unwrap()
+            .contains("(1 failure), next try now"));
+        let long = rm_proto::GitHubHealth {
+            next_try: Some(rm_proto::UnixMillis(now + 125_000)),
+            ..h.clone()
+        };
+        assert!(health_line(&long, now)
+            .unwrap()
+            .contains("next try in 2m 05s"));
+        assert_eq!(health_line(&rm_proto::GitHubHealth::default(), now), None);
+        let limited = rm_proto::GitHubHealth {
+            state: rm_proto::GitHubHealthState::RateLimited,
+            detail: Some("secondary rate limit".into()),
+            consecutive_failures: 0,
+            ..h
+        };
+        let line = health_line(&limited, now).unwrap();
+        assert!(line.starts_with("GitHub rate limit since"), "{line}");
+        assert!(line.contains("(secondary rate limit)"), "{line}");
+    }
+
+    #[test]
+    fn the_traffic_line_shows_what_the_rate_limit_pays_for() {
+        let b = rm_proto::Budget {
+            limit: 5000,
+            remaining: 4870,
+            reset: Some(rm_proto::UnixMillis(1_900_000_800_000)),
+            charged_last_hour: 120,
+            not_modified_last_hour: 3400,
+            errors_last_hour: 2,
+            poll_interval_secs: 2,
+            planned_per_hour: vec![
+                rm_proto::TargetSpend {
+                    target: "octo/app".into(),
+                    planned_per_hour: 90,
+                },
+                rm_proto::TargetSpend {
+                    target: "acme".into(),
+                    planned_per_hour: 1180,
+                },
+            ],
+        };
+        let resets = clock(rm_proto::UnixMillis(1_900_000_800_000), "%H:%M");
+        assert_eq!(
+            traffic_line(Some(&b)),
+            format!("GitHub requests, last hour: 120 charged · 3,400 free (304) · 2 failed; quota left 4,870 of 5,000 (resets {resets}); planned: octo/app ~90/h, acme ~1,180/h")
+        );
+        assert_eq!(traffic_line(None), "GitHub requests: none answered yet");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
 
     #[test]
     fn a_failed_check_shows_its_fix_and_a_passed_one_does_not() {

@@ -25,6 +25,7 @@ pub const MAX_CAPACITY: u32 = 256;
 #[derive(Clone)]
 pub struct Api {
     pub daemon: Arc<Daemon>,
+    pub updater: Arc<crate::update::Updater>,
     pub sign_in: Arc<SignIns>,
 }
 
@@ -388,6 +389,19 @@ impl Handler for Api {
 
     async fn resume(&self, peer: Peer) -> Result<PauseState, ApiError> {
         self.set_paused(peer, false).await
+    }
+
+    async fn update_status(&self, _peer: Peer) -> Result<rm_proto::UpdateStatus, ApiError> {
+        Ok(self.updater.status())
+    }
+
+    async fn update(
+        &self,
+        peer: Peer,
+        request: rm_proto::UpdateRequest,
+    ) -> Result<rm_proto::UpdateStatus, ApiError> {
+        tracing::info!(%peer, apply = request.apply, "update check asked for");
+        Ok(self.updater.check(request.apply).await)
     }
 
     async fn start_sign_in(

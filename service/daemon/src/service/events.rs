@@ -233,7 +233,8 @@ async fn handle(daemon: &Daemon, event: &AgentEvent, seen: &mut Seen) -> bool {
         }
         EventKind::LaunchBackoff { .. }
         | EventKind::LaunchGaveUp { .. }
-        | EventKind::LaunchHealthy { .. } => daemon.launch.on_event(&daemon.journal, event).await,
+        | EventKind::LaunchHealthy { .. }
+        | EventKind::GitHubRefused { .. } => daemon.launch.on_event(&daemon.journal, event).await,
         EventKind::HostChecked { checks } => {
             daemon.doctor.note_loop_checks(checks);
             true
@@ -283,6 +284,36 @@ pub async fn watch_auth(daemon: Arc<Daemon>, every: Duration) {
         next_ask = Instant::now();
         last = now;
         publish_auth(&daemon).await;
+    }
+}
+
+/// Publishes the status again whenever GitHub's health changes: the client signals an outage
+/// beginning, each longer wait, its end, and a rate limit (no polling). A rate limit ends by
+/// itself, so that one is looked at again when it lifts.
+pub async fn watch_health(daemon: Arc<Daemon>) {
+    let mut changes = daemon.client.health_changes();
+    let mut last = daemon.client.health();
+    loop {
+        let lifts = match (&last.state, last.next_try) {
+            (rm_github::HealthState::RateLimited, Some(at)) => {
+                (at - chrono::Utc::now()).to_std().unwrap_or_default()
+            }
+            _ => Duration::MAX,
+        };
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(lifts), if lifts != Duration::MAX => {}
+        }
+        let now = daemon.client.health();
+        if now != last {
+            tracing::info!(state = ?now.state, failures = now.consecutive_failures, next_try = ?now.next_try, "GitHub health changed");
+            last = now;
+            daemon.publish_status().await;
+        }
     }
 }
 

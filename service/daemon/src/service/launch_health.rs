@@ -65,6 +65,48 @@ pub fn retry_command(target: &Target) -> String {
     format!("runner-manager {noun} set {target} --retry")
 }
 
+/// The problem a GitHub refusal describes: the policy went to `state` because GitHub answered
+/// `detail`.
+fn refusal_problem(
+    target: &Target,
+    state: PolicyState,
+    detail: &str,
+    since: Timestamp,
+) -> TargetProblem {
+    let (code, message, fix) = if state == PolicyState::AuthenticationFailed {
+        (
+            ProblemCode::SignInRequired,
+            format!("GitHub no longer accepts the service's sign-in ({detail})"),
+            "sign in again (`runner-manager auth login`, or Sign in… in the tray); the target \
+             resumes by itself"
+                .to_string(),
+        )
+    } else {
+        let noun = if target.is_organization() {
+            "organization"
+        } else {
+            "repository"
+        };
+        (
+            ProblemCode::GitHubRefused,
+            format!("GitHub refused this {noun}, so it starts nothing: {detail}"),
+            format!(
+                "check that the GitHub App is installed on {target}, that you are an admin \
+                 there and that the name is right; then run `{}`",
+                retry_command(target)
+            ),
+        )
+    };
+    TargetProblem {
+        code,
+        message,
+        fix,
+        since: millis(since),
+        consecutive_failures: 0,
+        next_try: None,
+    }
+}
+
 /// The problem a back-off or give-up event describes.
 fn problem(
     target: &Target,
@@ -150,9 +192,16 @@ impl LaunchProblems {
     pub fn problem(&self, policy: &Policy) -> Option<TargetProblem> {
         let entries = locked(&self.entries);
         let e = entries.get(&policy.id().get())?;
+        let refusal = matches!(
+            e.problem.code,
+            ProblemCode::GitHubRefused | ProblemCode::SignInRequired
+        );
         let shown = match policy.state() {
-            PolicyState::RepairRequired => e.gave_up,
-            PolicyState::Pending | PolicyState::Active => !e.gave_up,
+            PolicyState::RepairRequired => {
+                e.gave_up && e.problem.code != ProblemCode::SignInRequired
+            }
+            PolicyState::AuthenticationFailed => e.problem.code == ProblemCode::SignInRequired,
+            PolicyState::Pending | PolicyState::Active => !e.gave_up && !refusal,
             _ => false,
         };
         shown.then(|| e.problem.clone())
@@ -194,10 +243,33 @@ impl LaunchProblems {
                 }),
             ),
             EventKind::LaunchHealthy { policy } => (*policy, None),
-            // Retried or disabled: whatever made it need repair is the operator's past.
+            EventKind::GitHubRefused {
+                policy,
+                state,
+                detail,
+            } => {
+                let mut problem = refusal_problem(&event.target, *state, detail, event.at);
+                // The same refusal seen again (each pass that asks GitHub) changes nothing.
+                if let Some(old) = locked(&self.entries).get(&policy.get()) {
+                    if old.problem.code == problem.code && old.problem.message == problem.message {
+                        return false;
+                    }
+                    if old.problem.code == problem.code {
+                        problem.since = old.problem.since;
+                    }
+                }
+                (
+                    *policy,
+                    Some(Entry {
+                        problem,
+                        gave_up: true,
+                    }),
+                )
+            }
+            // Retried, disabled or signed in again: whatever stopped it is the past.
             EventKind::PolicyStateChanged {
                 policy,
-                from: PolicyState::RepairRequired,
+                from: PolicyState::RepairRequired | PolicyState::AuthenticationFailed,
                 ..
             } => (*policy, None),
             _ => return false,
@@ -279,5 +351,32 @@ mod tests {
         assert_eq!(backing_off.code, ProblemCode::LaunchBackoff);
         assert_eq!(backing_off.next_try, Some(UnixMillis(9)));
         assert!(!backing_off.fix.contains("--retry"));
+    }
+
+    #[test]
+    fn a_refusal_names_what_github_said_and_the_fix() {
+        let target = Target::parse("octo/app").unwrap();
+        let p = refusal_problem(
+            &target,
+            PolicyState::RepairRequired,
+            "GitHub refused the request (403): Resource not accessible by integration",
+            Timestamp::from_millis(3),
+        );
+        assert_eq!(p.code, ProblemCode::GitHubRefused);
+        assert!(
+            p.message.contains("Resource not accessible"),
+            "{}",
+            p.message
+        );
+        assert!(p.fix.contains("installed on octo/app"), "{}", p.fix);
+        assert!(p.fix.contains("repo set octo/app --retry"), "{}", p.fix);
+        let p = refusal_problem(
+            &target,
+            PolicyState::AuthenticationFailed,
+            "GitHub refused the credential (401): sign in again",
+            Timestamp::from_millis(3),
+        );
+        assert_eq!(p.code, ProblemCode::SignInRequired);
+        assert!(p.fix.contains("auth login"), "{}", p.fix);
     }
 }

@@ -20,6 +20,7 @@ mod fleet;
 mod gate;
 pub(crate) mod host_row;
 mod launch_health;
+pub mod operators;
 mod removals;
 mod sign_in;
 mod state;
@@ -32,18 +33,19 @@ use crate::exit::{ExitCode, Failure};
 use crate::lock::InstanceLock;
 use crate::paths::{self, StartMode};
 use crate::store::{self, ServiceStore};
+use crate::update::{self, stage::Staged, swap, UpdaterOptions};
 use crate::upgrade::{Check, UpgradeWatcher};
 use gate::{Gate, GatedJournal};
 use rm_adapters::JournalAdapter;
 use rm_agent::AgentConfig;
 use rm_github::{ClientConfig, CredentialStore, Endpoints, GitHubClient, StoreError};
-use rm_proto::{AccessPolicy, ServerLimits};
+use rm_proto::{AccessPolicy, ServerLimits, UpdateMode};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
 /// Which credential store the daemon uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -68,6 +70,8 @@ pub struct Options {
     pub socket: PathBuf,
     /// Uids allowed to change things besides root.
     pub operators: Vec<u32>,
+    /// Members of this group may too ([`operators::OPERATORS_GROUP`] by default).
+    pub operator_group: String,
     pub drain_deadline: Duration,
     pub upgrade_poll: Duration,
     /// A fixed poll interval (tests); `None`: GitHub's budget planner.
@@ -79,6 +83,14 @@ pub struct Options {
     pub registration_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub stop_grace: Option<Duration>,
+    /// The updater: mode and feed (flags; else `config.json`; else auto, github.com).
+    pub update_mode: Option<UpdateMode>,
+    pub update_api_base: Option<String>,
+    pub update_repo: Option<String>,
+    /// A short check interval (tests and the update benchmark); also checks right at start.
+    pub update_check_every: Option<Duration>,
+    /// A test-only trusted key (refused by release builds).
+    pub update_trust_key: Option<PathBuf>,
     /// The launch back-off's first and longest wait (tests; default 15 s and 10 min).
     pub launch_backoff: Option<Duration>,
     pub launch_backoff_max: Option<Duration>,
@@ -91,6 +103,12 @@ struct ConfigFile {
     api_base: Option<String>,
     web_base: Option<String>,
     client_id: Option<String>,
+    /// `auto` (default), `notify` or `off`.
+    update: Option<UpdateMode>,
+    /// The release feed's REST base (github.com's by default; a GHES mirror's `/api/v3`).
+    update_api_base: Option<String>,
+    /// The repository whose releases are runner-manager's (`owner/name`).
+    update_repo: Option<String>,
 }
 
 /// The name of the optional endpoints file in the data directory.
@@ -101,7 +119,7 @@ fn config_file(data_dir: &Path) -> Result<ConfigFile, Failure> {
     match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             Failure::usage(format!(
-                "{} is not valid (line {}, column {}): expected {{\"api_base\": \"https://HOST/api/v3\", \"web_base\": \"https://HOST\"}}",
+                "{} is not valid (line {}, column {}): expected {{\"api_base\": \"https://HOST/api/v3\", \"web_base\": \"https://HOST\", \"update\": \"auto|notify|off\"}}",
                 path.display(),
                 e.line(),
                 e.column()
@@ -184,10 +202,49 @@ fn host_config(data_dir: &Path) -> Result<rm_runner::RunnerHostConfig, Failure> 
 enum Ending {
     Stopped,
     HandOver(String),
+    /// The updater's verified release: swap it in and restart in place.
+    Update(Box<swap::Handover>),
+}
+
+/// The updater's settings: flags, else `config.json`, else the defaults.
+fn updater_options(options: &Options) -> Result<UpdaterOptions, Failure> {
+    let file = config_file(&options.data_dir)?;
+    let mode = options.update_mode.or(file.update).unwrap_or_default();
+    if mode == UpdateMode::Unknown {
+        return Err(Failure::usage("`update` must be auto, notify or off"));
+    }
+    let api = options
+        .update_api_base
+        .clone()
+        .or(file.update_api_base)
+        .unwrap_or_else(|| update::feed::GITHUB_API.to_owned());
+    let repo = options
+        .update_repo
+        .clone()
+        .or(file.update_repo)
+        .unwrap_or_else(|| update::feed::DEFAULT_REPO.to_owned());
+    if repo.split('/').count() != 2 || repo.split('/').any(str::is_empty) {
+        return Err(Failure::usage(format!(
+            "the update repository {repo:?} is not `owner/name`: fix `--update-repo` or `update_repo` in config.json"
+        )));
+    }
+    let mut o = UpdaterOptions::schedule(mode, api, repo);
+    if let Some(every) = options.update_check_every {
+        o.check_every = every;
+        o.first_check = Duration::from_millis(100);
+    }
+    o.trust_key = options.update_trust_key.clone();
+    Ok(o)
 }
 
 /// Runs the service until a stop signal or an upgrade hand-over.
 pub fn run(options: Options) -> Result<(), Failure> {
+    // First of all, while it surely is the file this process runs (the updater's install
+    // detection; a package manager may replace it any time later).
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| tracing::warn!(error = %e, "this program's own path is unreadable: updates only announced"))
+        .ok();
     // Baseline the installed binary first: a replacement during startup is still noticed.
     let watcher = match UpgradeWatcher::for_current_exe() {
         Ok(w) => Some(w),
@@ -202,6 +259,8 @@ pub fn run(options: Options) -> Result<(), Failure> {
             options.data_dir.display()
         ))
     })?;
+    // An earlier update: an interrupted swap is undone here (before anything else runs).
+    let note = swap::on_start(&options.data_dir);
     // Before anything else: a stop requested during startup must end in a clean exit.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -216,7 +275,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
-    let ending = runtime.block_on(serve(options, watcher, stop));
+    let ending = runtime.block_on(serve(options, watcher, stop, note, exe));
     // Runner processes are not children we wait for; do not block on stray blocking tasks.
     runtime.shutdown_timeout(Duration::from_secs(2));
     drop(lock);
@@ -227,6 +286,14 @@ pub fn run(options: Options) -> Result<(), Failure> {
             ExitCode::Internal,
             format!("exiting to hand over to runner-manager {version}"),
         )),
+        Ending::Update(h) => {
+            // Returns only when the swap or the exec failed: the previous files are back, so
+            // start the previous service in this process's place.
+            let why = swap::swap_and_exec(&h);
+            tracing::error!(reason = %why, "the update failed; starting runner-manager again");
+            let e = swap::exec_service(&h.installed.exe(), &h.args);
+            Err(Failure::internal(format!("{why}; {e}")))
+        }
     }
 }
 
@@ -234,7 +301,10 @@ async fn serve(
     options: Options,
     mut watcher: Option<UpgradeWatcher>,
     stop: Arc<AtomicBool>,
+    note: swap::StartNote,
+    exe: Option<PathBuf>,
 ) -> Result<Ending, Failure> {
+    let update_options = updater_options(&options)?;
     let mut journal = rm_journal::Journal::open(paths::journal_path(&options.data_dir))
         .map_err(|e| Failure::internal(format!("the journal cannot be opened: {e}")))?;
     let host = host_row::ensure_host(&mut journal).map_err(|e| Failure {
@@ -274,6 +344,8 @@ async fn serve(
         Arc::clone(&daemon),
         Duration::from_secs(5),
     ));
+    // GitHub's health reaches watchers as it changes (the client signals it).
+    let health_watch = tokio::spawn(events::watch_health(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -291,10 +363,41 @@ async fn serve(
         ))
     })?;
     let mut access = AccessPolicy::root_only().with_operators(options.operators.iter().copied());
+    if paths::is_privileged() {
+        // Members of the operators group may operate a root service (read per request).
+        let name = options.operator_group.clone();
+        tracing::info!(group = %name, gid = ?operators::gid(&name).map(|g| g.as_raw()), "operators group");
+        access = access.with_operator_group(Arc::new(operators::UnixGroup { name }));
+    }
     if !paths::is_privileged() {
         // A login service serves its own user.
         access = access.with_operator(nix::unistd::getuid().as_raw());
     }
+    // The updater (its checks start after the API is up). Its install is judged by the
+    // binary's path as it was at start (the file may be replaced while the service runs).
+    let installed = match exe {
+        Some(exe) => tokio::task::spawn_blocking(move || update::install::detect(&exe))
+            .await
+            .map_err(|e| Failure::internal(format!("install detection failed: {e}")))?,
+        None => update::install::Installed::Unmanaged {
+            exe: PathBuf::new(),
+            why: "this program's own path could not be read at start".into(),
+        },
+    };
+    tracing::info!(
+        install = installed.kind().as_str(),
+        mode = update_options.mode.as_str(),
+        "updater ready"
+    );
+    let (apply_tx, mut apply_rx) = mpsc::channel::<Staged>(1);
+    let updater = Arc::new(update::Updater::new(
+        update_options,
+        options.data_dir.clone(),
+        installed,
+        &note,
+        daemon.watch.clone(),
+        apply_tx,
+    ));
     let sign_in = Arc::new(sign_in::SignIns::new(
         Arc::clone(&daemon),
         options.data_dir.join(CONFIG_FILE),
@@ -304,6 +407,7 @@ async fn serve(
         listener,
         api::Api {
             daemon: Arc::clone(&daemon),
+            updater: Arc::clone(&updater),
             sign_in: Arc::clone(&sign_in),
         },
         access,
@@ -313,6 +417,42 @@ async fn serve(
         },
     ));
     tracing::info!(socket = %options.socket.display(), host = %host.label, "local API listening");
+    if let swap::StartNote::Trial(record) = &note {
+        // The watchdog confirms the trial by asking our version; if it is gone (a reboot
+        // during the trial), answering here is the proof.
+        if !swap::watchdog_alive(record) {
+            match swap::confirm(&options.data_dir) {
+                Ok(_) => tracing::info!(from = %record.from, "update confirmed"),
+                Err(e) => tracing::warn!(error = %e, "the update could not be confirmed"),
+            }
+        }
+    }
+    let update_task = tokio::spawn(Arc::clone(&updater).run());
+    if let Some(previous) = match &note {
+        swap::StartNote::Trial(r) => Some(r.from.clone()),
+        swap::StartNote::Updated { from } => Some(from.clone()),
+        _ => None,
+    } {
+        // "Updated to X" for the tray, which reconnects after the restart: sent once the
+        // first watcher is there (within a minute), after its snapshot.
+        let d = Arc::clone(&daemon);
+        tokio::spawn(async move {
+            for _ in 0..600 {
+                if d.watch.receiver_count() > 0 {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    d.publish(rm_proto::WatchMessage::Event {
+                        event: rm_proto::Event::UpdateFinished {
+                            at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
+                            previous_version: previous,
+                            new_version: crate::VERSION.to_owned(),
+                        },
+                    });
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+    }
 
     // The loops.
     let mut agent = AgentConfig {
@@ -361,7 +501,9 @@ async fn serve(
     ));
     let fleet = tokio::spawn(async move { fleet.run(fleet_stop_rx).await });
 
-    let ending = wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop).await?;
+    let ending =
+        wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop, &mut apply_rx).await?;
+    update_task.abort();
     // No sign-in outlives the service (nor starts while it drains).
     sign_in.shutdown();
     if matches!(ending, Ending::Stopped) {
@@ -385,9 +527,18 @@ async fn serve(
     start_checks.abort();
     events::save_last_contact(&daemon).await;
     auth_watch.abort();
+    health_watch.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
-    Ok(ending)
+    Ok(match ending {
+        Ending::Update(mut h) => {
+            h.installed = updater.installed().clone();
+            h.data_dir = options.data_dir.clone();
+            h.socket = options.socket.clone();
+            Ending::Update(h)
+        }
+        other => other,
+    })
 }
 
 /// Resolves once SIGTERM/SIGINT was received. The flag set by the handler installed before
@@ -418,12 +569,14 @@ async fn wait_for_ending(
     gate: &Arc<Gate>,
     watcher: &mut Option<UpgradeWatcher>,
     stop: &Arc<AtomicBool>,
+    apply: &mut mpsc::Receiver<Staged>,
 ) -> Result<Ending, Failure> {
     let signal = stop_signal(Arc::clone(stop));
     tokio::pin!(signal);
-    let version = loop {
+    let trigger = loop {
         tokio::select! {
             r = &mut signal => { r?; return Ok(Ending::Stopped); }
+            Some(staged) = apply.recv() => break Err(staged),
             () = tokio::time::sleep(options.upgrade_poll) => {}
         }
         // One `stat` inline; only a changed file is run (`--version`) on a blocking thread, so
@@ -448,7 +601,7 @@ async fn wait_for_ending(
         };
         *watcher = Some(w);
         match check {
-            Check::Ready { version } => break version.to_string(),
+            Check::Ready { version } => break Ok(version.to_string()),
             Check::NotRunnable { reason } => {
                 tracing::debug!(%reason, "installed binary not runnable yet")
             }
@@ -458,15 +611,25 @@ async fn wait_for_ending(
             Check::Older { .. } | Check::Unchanged => {}
         }
     };
-    tracing::info!(%version, "a newer runner-manager is installed: no new runners; waiting for the active ones (no deadline)");
+    let version = match &trigger {
+        Ok(version) => {
+            tracing::info!(%version, "a newer runner-manager is installed: no new runners; waiting for the active ones (no deadline)");
+            daemon.publish(rm_proto::WatchMessage::Event {
+                event: rm_proto::Event::UpdateReady {
+                    at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
+                    current_version: crate::VERSION.to_string(),
+                    new_version: version.clone(),
+                },
+            });
+            version.clone()
+        }
+        Err(staged) => {
+            let version = staged.version().to_string();
+            tracing::info!(%version, "applying the verified update: no new runners; waiting for the active ones (no deadline)");
+            version
+        }
+    };
     gate.set_upgrading();
-    daemon.publish(rm_proto::WatchMessage::Event {
-        event: rm_proto::Event::UpdateReady {
-            at: rm_proto::UnixMillis(chrono::Utc::now().timestamp_millis()),
-            current_version: crate::VERSION.to_string(),
-            new_version: version.clone(),
-        },
-    });
     daemon.wake.notify_one();
     loop {
         let active = daemon.journal.with(|j| j.active_total()).await;
@@ -485,7 +648,20 @@ async fn wait_for_ending(
         }
     }
     tracing::info!(%version, "handing over to the newer runner-manager");
-    Ok(Ending::HandOver(version))
+    Ok(match trigger {
+        Ok(version) => Ending::HandOver(version),
+        Err(staged) => Ending::Update(Box::new(swap::Handover {
+            staged,
+            // Filled in by `serve`, which knows them.
+            installed: update::install::Installed::Unmanaged {
+                exe: PathBuf::new(),
+                why: String::new(),
+            },
+            data_dir: PathBuf::new(),
+            socket: PathBuf::new(),
+            args: std::env::args().skip(1).collect(),
+        })),
+    })
 }
 
 #[cfg(test)]
@@ -502,6 +678,7 @@ mod tests {
             client_id: None,
             socket: data_dir.join("api.sock"),
             operators: Vec::new(),
+            operator_group: operators::OPERATORS_GROUP.into(),
             drain_deadline: Duration::from_secs(60),
             upgrade_poll: Duration::from_secs(5),
             poll: None,
@@ -510,6 +687,11 @@ mod tests {
             registration_timeout: None,
             idle_timeout: None,
             stop_grace: None,
+            update_mode: None,
+            update_api_base: None,
+            update_repo: None,
+            update_check_every: None,
+            update_trust_key: None,
             launch_backoff: None,
             launch_backoff_max: None,
         }

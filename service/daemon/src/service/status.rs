@@ -6,8 +6,8 @@
 use super::state::{meta, Daemon};
 use rm_core::{Attempt, Host, Policy, PolicyId, ProfileName, RoutingPrefix};
 use rm_proto::{
-    ApiError, AuthState, Budget, GitHubEndpoints, HostStatus, JobRef, RunnerStatus, Status,
-    TargetKind, TargetStatus, UnixMillis,
+    ApiError, AuthState, Budget, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostStatus,
+    JobRef, RunnerStatus, Status, TargetKind, TargetSpend, TargetStatus, UnixMillis,
 };
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -143,24 +143,50 @@ pub fn auth_state(daemon: &Daemon, login: Option<String>, expires: Option<i64>) 
     }
 }
 
-fn budget(daemon: &Daemon, targets: usize) -> Option<Budget> {
+/// What the service spends of the user's rate limit: requests of the last 60 minutes (charged,
+/// free 304s, failed), the quota GitHub last reported, and each target's planned hourly spend
+/// at the planned interval (`targets`: the distinct targets, in status order).
+fn budget(daemon: &Daemon, targets: &[String]) -> Option<Budget> {
     let snapshot = daemon.client.budget();
     let rate = snapshot.rate.as_ref()?;
-    let interval = daemon
-        .client
-        .planner()
-        .poll_interval(targets, rate.limit)
-        .as_secs();
+    let planner = daemon.client.planner();
+    let interval = planner.poll_interval(targets.len(), rate.limit).as_secs();
+    let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let planned_per_hour = planner
+        .planned_per_target(targets, &snapshot.targets, rate.limit)
+        .into_iter()
+        .map(|(target, per_hour)| TargetSpend {
+            target,
+            planned_per_hour: per_hour.round().clamp(0.0, f64::from(u32::MAX)) as u32,
+        })
+        .collect();
     Some(Budget {
-        limit: u32::try_from(rate.limit).unwrap_or(u32::MAX),
-        remaining: u32::try_from(rate.remaining).unwrap_or(u32::MAX),
+        limit: count(rate.limit),
+        remaining: count(rate.remaining),
         reset: Some(UnixMillis(rate.reset.timestamp_millis())),
-        charged_last_hour: u32::try_from(snapshot.totals.charged).unwrap_or(u32::MAX),
-        not_modified_last_hour: u32::try_from(snapshot.totals.free).unwrap_or(u32::MAX),
-        errors_last_hour: u32::try_from(snapshot.totals.errors).unwrap_or(u32::MAX),
-        poll_interval_secs: u32::try_from(interval).unwrap_or(u32::MAX),
-        planned_per_hour: Vec::new(),
+        charged_last_hour: count(snapshot.last_hour.charged),
+        not_modified_last_hour: count(snapshot.last_hour.free),
+        errors_last_hour: count(snapshot.last_hour.errors),
+        poll_interval_secs: count(interval),
+        planned_per_hour,
     })
+}
+
+/// Whether GitHub answers this host (the client's outage and rate gates).
+pub fn github_health(daemon: &Daemon) -> GitHubHealth {
+    let h = daemon.client.health();
+    let ms = |t: chrono::DateTime<chrono::Utc>| UnixMillis(t.timestamp_millis());
+    GitHubHealth {
+        state: match h.state {
+            rm_github::HealthState::Ok => GitHubHealthState::Ok,
+            rm_github::HealthState::Unreachable => GitHubHealthState::Unreachable,
+            rm_github::HealthState::RateLimited => GitHubHealthState::RateLimited,
+        },
+        since: h.since.map(ms),
+        next_try: h.next_try.map(ms),
+        detail: h.detail,
+        consecutive_failures: h.consecutive_failures,
+    }
 }
 
 struct Read {
@@ -228,10 +254,13 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
             .last_contact()
             .or_else(|| read.last_contact.and_then(|v| v.parse().ok()))
             .map(UnixMillis),
-        budget: budget(daemon, distinct.len()),
+        budget: budget(
+            daemon,
+            &distinct.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        ),
         recent_failures: daemon.failures(),
         github: Some(github_endpoints(daemon)),
-        github_health: rm_proto::GitHubHealth::default(),
+        github_health: github_health(daemon),
         host_checks: daemon.doctor.checks(),
     })
 }

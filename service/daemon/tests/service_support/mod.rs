@@ -134,7 +134,10 @@ impl World {
                 cmd.args([flag, value]);
             }
         }
-        cmd.args(extra).env("RUST_LOG", "debug");
+        // The update watchdog restarts the service itself only outside a service manager.
+        cmd.args(extra)
+            .env("RUST_LOG", "debug")
+            .env_remove("INVOCATION_ID");
         Daemon {
             process: LoggedChild::spawn(&mut cmd, self.dir.path(), "daemon")
                 .unwrap_or_else(|e| panic!("runner-manager daemon run: {e}")),

@@ -89,6 +89,14 @@ pub fn target(s: &str) -> rm_core::Target {
     rm_core::Target::parse(s).unwrap()
 }
 
+/// Waits until the client's outage (or rate) gate lets a request out again.
+pub async fn after_next_try(client: &GitHubClient) {
+    if let Some(at) = client.next_try() {
+        let wait = (at - chrono::Utc::now()).to_std().unwrap_or_default();
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// Polls `f` until it is true or the deadline passes.
 pub async fn eventually(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = tokio::time::Instant::now() + deadline;

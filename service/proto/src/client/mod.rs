@@ -194,6 +194,19 @@ impl Client {
         self.call(Method::POST, paths::RESUME, None::<&()>).await
     }
 
+    /// `GET /v1/update`.
+    pub async fn update_status(&self) -> Result<crate::update::UpdateStatus, ClientError> {
+        self.call(Method::GET, paths::UPDATE, None::<&()>).await
+    }
+
+    /// `POST /v1/update`: check now; with `apply`, apply a newer release.
+    pub async fn update(
+        &self,
+        request: &crate::update::UpdateRequest,
+    ) -> Result<crate::update::UpdateStatus, ClientError> {
+        self.call(Method::POST, paths::UPDATE, Some(request)).await
+    }
+
     /// `POST /v1/sign-in`: starts the service's device-flow sign-in, or joins the one still
     /// waiting unless `restart`. An older service answers `404 not_found`.
     pub async fn start_sign_in(&self, request: &SignInStart) -> Result<SignInSession, ClientError> {

@@ -303,7 +303,13 @@ impl Model {
             Event::RunnerLaunched { .. }
             | Event::RunnerStateChanged { .. }
             | Event::RunnerCleaned { .. }
-            | Event::UpdateReady { .. } => {}
+            // Updates are the updater's (#9): the tray shows them once it offers them.
+            | Event::UpdateReady { .. }
+            | Event::UpdateAvailable { .. }
+            | Event::UpdateProgress { .. }
+            | Event::UpdateApplying { .. }
+            | Event::UpdateFinished { .. }
+            | Event::UpdateFailed { .. } => {}
             Event::Unknown => {
                 self.skipped += 1;
                 self.stream_note = Some(

@@ -9,6 +9,31 @@ use crate::paths::Route;
 use crate::sid::Sid;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
+
+/// Membership of the operators group (Unix), asked per request so that a user added to the
+/// group while the service runs may operate it from their next request, and a removed one
+/// may not. The service implements it over the system's user and group databases.
+pub trait GroupMembership: Send + Sync + 'static {
+    /// The group's name.
+    fn group(&self) -> &str;
+    /// Whether `uid` belongs to the group (as its primary group or as a listed member).
+    fn is_member(&self, uid: u32) -> bool;
+    /// The exact fix for a refused `uid` (e.g. the `usermod` command naming its user).
+    fn refusal_hint(&self, uid: u32) -> String;
+}
+
+/// An operators group on an [`AccessPolicy`].
+#[derive(Clone)]
+struct OperatorGroup(Arc<dyn GroupMembership>);
+
+impl fmt::Debug for OperatorGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OperatorGroup")
+            .field(&self.0.group())
+            .finish()
+    }
+}
 
 /// The caller, as the kernel reports it for the connection (Unix: `SO_PEERCRED` on Linux,
 /// `getpeereid` on macOS).
@@ -103,6 +128,7 @@ pub struct AccessPolicy {
     operator_sids: BTreeSet<Sid>,
     read_only_for_all: bool,
     refusal_hint: Option<String>,
+    group: Option<OperatorGroup>,
 }
 
 impl AccessPolicy {
@@ -134,6 +160,13 @@ impl AccessPolicy {
         self
     }
 
+    /// Admits the members of a Unix group as operators (checked per request); refusals name
+    /// its fix.
+    pub fn with_operator_group(mut self, group: Arc<dyn GroupMembership>) -> Self {
+        self.group = Some(OperatorGroup(group));
+        self
+    }
+
     /// Lets every local user call the read-only endpoints.
     pub fn with_read_only_for_all(mut self, allow: bool) -> Self {
         self.read_only_for_all = allow;
@@ -157,7 +190,10 @@ impl AccessPolicy {
     pub fn may_change(&self, who: &PeerIdentity) -> bool {
         who.is_superuser()
             || match who {
-                PeerIdentity::Unix { uid } => self.operators.contains(uid),
+                PeerIdentity::Unix { uid } => {
+                    self.operators.contains(uid)
+                        || self.group.as_ref().is_some_and(|g| g.0.is_member(*uid))
+                }
                 PeerIdentity::Windows { sid, .. } => self.operator_sids.contains(sid),
             }
     }
@@ -194,6 +230,11 @@ impl AccessPolicy {
         };
         let hint = match (&self.refusal_hint, who) {
             (Some(h), _) => h.replace("{uid}", &user).replace("{user}", &user),
+            (None, PeerIdentity::Unix { uid }) if self.group.is_some() => self
+                .group
+                .as_ref()
+                .map(|g| g.0.refusal_hint(*uid))
+                .unwrap_or_default(),
             (None, PeerIdentity::Unix { uid }) => format!(
                 "run the command as root (e.g. with sudo), or ask an administrator to add \
                  uid {uid} to the service's operators"
@@ -249,6 +290,36 @@ mod tests {
         assert_eq!(e.code, ErrorCode::UnauthorizedPeer);
         assert!(e.message.contains("uid 1001"), "{}", e.message);
         assert!(p.check(&peer(1001), &Route::Version).is_ok());
+    }
+
+    struct Members(Vec<u32>);
+    impl GroupMembership for Members {
+        fn group(&self) -> &str {
+            "ops"
+        }
+        fn is_member(&self, uid: u32) -> bool {
+            self.0.contains(&uid)
+        }
+        fn refusal_hint(&self, uid: u32) -> String {
+            format!("run `sudo usermod -aG ops user{uid}`, then log in again")
+        }
+    }
+
+    #[test]
+    fn group_members_are_operators_and_refusals_name_the_usermod() {
+        let p = AccessPolicy::root_only().with_operator_group(Arc::new(Members(vec![1000])));
+        assert!(p
+            .decide(&PeerIdentity::Unix { uid: 1000 }, &Route::Pause)
+            .is_ok());
+        let e = p
+            .decide(&PeerIdentity::Unix { uid: 1001 }, &Route::Pause)
+            .unwrap_err();
+        assert!(
+            e.message
+                .ends_with("run `sudo usermod -aG ops user1001`, then log in again"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

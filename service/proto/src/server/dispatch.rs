@@ -150,6 +150,16 @@ async fn handle<H: Handler>(
         }
         Route::SignInStatus => json(StatusCode::OK, &h.sign_in_status(peer).await?),
         Route::CancelSignIn => json(StatusCode::OK, &h.cancel_sign_in(peer).await?),
+        Route::UpdateStatus => json(StatusCode::OK, &h.update_status(peer).await?),
+        Route::Update => {
+            let request: crate::update::UpdateRequest = if body.iter().all(u8::is_ascii_whitespace)
+            {
+                crate::update::UpdateRequest::default()
+            } else {
+                parse_body(&body)?
+            };
+            json(StatusCode::OK, &h.update(peer, request).await?)
+        }
     }
 }
 

@@ -12,7 +12,7 @@ mod pipe_listener;
 mod socket;
 mod watch;
 
-pub use access::{AccessPolicy, Peer, PeerIdentity};
+pub use access::{AccessPolicy, GroupMembership, Peer, PeerIdentity};
 pub use bind_error::BindError;
 #[cfg(windows)]
 pub use pipe_listener::{bind_pipe, PipeListener};
@@ -195,6 +195,33 @@ pub trait Handler: Send + Sync + 'static {
         let _ = peer;
         async { Err(sign_in_unsupported()) }
     }
+
+    /// `GET /v1/update`: the updater's state.
+    fn update_status(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<crate::update::UpdateStatus, ApiError>> + Send {
+        let _ = peer;
+        async { Err(update_unsupported()) }
+    }
+
+    /// `POST /v1/update`: check the release feed now (and apply a newer release when asked);
+    /// answers the updater's state after the check.
+    fn update(
+        &self,
+        peer: Peer,
+        request: crate::update::UpdateRequest,
+    ) -> impl Future<Output = Result<crate::update::UpdateStatus, ApiError>> + Send {
+        let _ = (peer, request);
+        async { Err(update_unsupported()) }
+    }
+}
+
+/// What a service without the updater answers.
+fn update_unsupported() -> ApiError {
+    ApiError::not_found(
+        "this service has no updater: update runner-manager by hand (see README, Install)",
+    )
 }
 
 /// What a service without the sign-in endpoints answers.

@@ -23,8 +23,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
     let reply = route(shared, req).await;
     shared
         .world()
-        .counters
-        .record("broker", reply.status.as_u16(), false);
+        .record_request("broker", reply.status.as_u16(), false);
     reply.into_response()
 }
 

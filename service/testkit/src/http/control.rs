@@ -91,6 +91,19 @@ struct Limits {
 }
 
 #[derive(Deserialize)]
+struct NewReleaseAsset {
+    name: String,
+    path: std::path::PathBuf,
+}
+
+#[derive(Deserialize)]
+struct NewRelease {
+    repo: String,
+    tag: String,
+    assets: Vec<NewReleaseAsset>,
+}
+
+#[derive(Deserialize)]
 struct Lifetimes {
     access_secs: u64,
     refresh_secs: u64,
@@ -227,6 +240,22 @@ fn route(shared: &Arc<Shared>, req: &Req) -> Result<Reply, Reply> {
                 w.set_remaining(rem);
             }
             Reply::ok(json!({}))
+        }
+        ["releases"] if post => {
+            let b: NewRelease = body(req)?;
+            let id = w.releases.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+            w.releases.push(crate::world::FakeRelease {
+                id,
+                repo: b.repo,
+                tag: b.tag,
+                assets: b.assets.into_iter().map(|a| (a.name, a.path)).collect(),
+                published_at: chrono::Utc::now(),
+            });
+            Reply::ok(json!({"id": id}))
+        }
+        ["releases"] if del => {
+            w.releases.clear();
+            Reply::empty(StatusCode::NO_CONTENT)
         }
         ["token_lifetimes"] if post => {
             let l: Lifetimes = body(req)?;

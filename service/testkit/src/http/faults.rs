@@ -57,7 +57,7 @@ pub(crate) async fn apply(
         return Outcome::Continue;
     };
     tracing::debug!(endpoint, ?fault, "injecting fault");
-    let record = |status: u16| shared.world().counters.record(endpoint, status, false);
+    let record = |status: u16| shared.world().record_request(endpoint, status, false);
     match fault {
         Fault::Latency(d) => {
             let mut stop = shared.shutdown.clone();
@@ -120,6 +120,11 @@ pub(crate) async fn apply(
                 reply = reply.header("retry-after", s.to_string());
             }
             Outcome::Respond(reply.into_response())
+        }
+        Fault::Refuse { status, message } => {
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+            record(code.as_u16());
+            Outcome::Respond(Reply::error(code, &message).into_response())
         }
         Fault::MalformedJson => {
             record(200);

@@ -5,6 +5,7 @@ mod broker;
 mod control;
 mod faults;
 mod oauth;
+mod releases;
 mod render;
 mod rest;
 
@@ -94,8 +95,14 @@ async fn dispatch(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         broker::handle(&shared, &req).await
     } else if path.starts_with("/_downloads/") {
         download(&shared, &req).await
+    } else if path.starts_with("/_releases/") {
+        releases::asset(&shared, &req).await
     } else if path.starts_with("/login/") {
         oauth::handle(&shared, &req).await
+    } else if let Some(repo) = releases::latest_repo(path.strip_prefix("/api/v3").unwrap_or(&path))
+    {
+        let rest = path.strip_prefix("/api/v3").unwrap_or(&path).to_string();
+        releases::latest(&shared, &req, &rest, &repo).await
     } else {
         rest::handle(&shared, &req).await
     }
@@ -119,8 +126,7 @@ async fn download(shared: &Arc<Shared>, req: &Req) -> Response {
     };
     shared
         .world()
-        .counters
-        .record("package_download", reply.status.as_u16(), false);
+        .record_request("package_download", reply.status.as_u16(), false);
     reply.into_response()
 }
 

@@ -22,7 +22,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         (&Method::POST, "/login/oauth/access_token") => "access_token",
         (&Method::GET, "/login/device") | (&Method::POST, "/login/device") => "device_page",
         _ => {
-            shared.world().counters.record("unknown", 404, false);
+            shared.world().record_request("unknown", 404, false);
             return Reply::error(StatusCode::NOT_FOUND, "Not Found").into_response();
         }
     };
@@ -37,8 +37,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
     };
     shared
         .world()
-        .counters
-        .record(endpoint, reply.status.as_u16(), false);
+        .record_request(endpoint, reply.status.as_u16(), false);
     reply.into_response()
 }
 

@@ -215,6 +215,16 @@ pub(crate) struct Assignment {
     pub duration: Duration,
 }
 
+/// One published release of a repository: its tag and asset files (served from disk).
+#[derive(Debug, Clone)]
+pub(crate) struct FakeRelease {
+    pub id: u64,
+    pub repo: String,
+    pub tag: String,
+    pub assets: Vec<(String, std::path::PathBuf)>,
+    pub published_at: DateTime<Utc>,
+}
+
 /// Package served by the downloads endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct PackageInfo {
@@ -248,7 +258,11 @@ pub(crate) struct World {
     pub initial_remaining: Option<u64>,
     pub faults: Vec<FaultRule>,
     pub counters: Counters,
+    /// Every request counted, in order, the newest [`REQUEST_LOG_CAPACITY`].
+    pub request_log: std::collections::VecDeque<crate::types::LoggedRequest>,
     pub package: Option<PackageInfo>,
+    /// Published releases (the release feed, `http/releases.rs`), oldest first.
+    pub releases: Vec<FakeRelease>,
     pub access_lifetime: Duration,
     pub refresh_lifetime: Duration,
     pub device_interval: Duration,
@@ -279,7 +293,24 @@ fn later(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
+/// Requests the log keeps (the oldest go first).
+pub const REQUEST_LOG_CAPACITY: usize = 20_000;
+
 impl World {
+    /// Counts one request and appends it to the request log.
+    pub fn record_request(&mut self, endpoint: &str, status: u16, charged: bool) {
+        self.counters.record(endpoint, status, charged);
+        if self.request_log.len() >= REQUEST_LOG_CAPACITY {
+            self.request_log.pop_front();
+        }
+        self.request_log.push_back(crate::types::LoggedRequest {
+            at: std::time::Instant::now(),
+            endpoint: endpoint.to_string(),
+            status,
+            charged,
+        });
+    }
+
     pub fn new(config: &crate::FakeConfig) -> World {
         World {
             next_id: 1000,
@@ -301,8 +332,10 @@ impl World {
             rate: HashMap::new(),
             rate_limit: config.rate_limit,
             initial_remaining: None,
+            releases: Vec::new(),
             faults: Vec::new(),
             counters: Counters::default(),
+            request_log: std::collections::VecDeque::new(),
             package: None,
             access_lifetime: config.access_token_lifetime,
             refresh_lifetime: config.refresh_token_lifetime,

@@ -74,7 +74,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         route(&req.method, &path)
     };
     let Some(route) = route else {
-        shared.world().counters.record("unknown", 404, false);
+        shared.world().record_request("unknown", 404, false);
         return base(Reply::error(StatusCode::NOT_FOUND, "Not Found")).into_response();
     };
     let endpoint = route.endpoint();
@@ -91,8 +91,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
     let finish = |reply: Reply, charged: bool| {
         shared
             .world()
-            .counters
-            .record(&endpoint, reply.status.as_u16(), charged);
+            .record_request(&endpoint, reply.status.as_u16(), charged);
         base(reply).into_response()
     };
     if req
@@ -185,10 +184,17 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         h.update(&bytes);
         h.update(token.as_bytes());
         let etag = format!("W/\"{}\"", &hex::encode(h.finalize())[..40]);
+        let lists = shared.config.if_none_match_lists;
         let matched = req.header("if-none-match").is_some_and(|inm| {
-            inm.split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == "*" || t == etag.trim_start_matches("W/"))
+            let one = |t: &str| {
+                let t = t.trim().trim_start_matches("W/");
+                t == "*" || t == etag.trim_start_matches("W/")
+            };
+            if lists {
+                inm.split(',').any(one)
+            } else {
+                one(inm)
+            }
         });
         if matched {
             drop(w);

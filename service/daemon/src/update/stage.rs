@@ -1,0 +1,184 @@
+//! Download, verify and unpack a release into `<data-dir>/updates/<version>/`, touching no
+//! installed file. A staged release has passed every check: `SHA256SUMS` and the asset are
+//! signed with the release key, the asset's SHA-256 matches, the version is newer than ours,
+//! and the new binary itself reports that version.
+
+use super::feed::{Feed, Release};
+use super::install::{Installed, PortableMarker, PORTABLE_BINARY};
+use super::verify::{self, TrustedKey, SIG_SUFFIX, SUMS};
+use semver::Version;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The portable archive's name in a release.
+pub fn portable_asset(version: &Version) -> String {
+    format!(
+        "runner-manager-{version}-linux-{}.tar.gz",
+        std::env::consts::ARCH
+    )
+}
+
+/// The Debian package's name in a release.
+pub fn deb_asset(version: &Version) -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("runner-manager_{version}_{arch}.deb")
+}
+
+/// A verified release, ready to swap in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staged {
+    /// The unpacked archive's prefix and the files it installs (relative).
+    Portable {
+        version: Version,
+        root: PathBuf,
+        files: Vec<String>,
+    },
+    Deb {
+        version: Version,
+        deb: PathBuf,
+    },
+}
+
+impl Staged {
+    pub fn version(&self) -> &Version {
+        match self {
+            Staged::Portable { version, .. } | Staged::Deb { version, .. } => version,
+        }
+    }
+}
+
+/// Fetches and checks `release` for `installed`. `progress(downloaded, total)`.
+pub fn stage(
+    feed: &Feed,
+    key: &TrustedKey,
+    release: &Release,
+    installed: &Installed,
+    current: &Version,
+    data_dir: &Path,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<Staged, String> {
+    let version = &release.version;
+    if version <= current {
+        return Err(format!(
+            "the feed's release {version} is not newer than this runner-manager ({current}): refused"
+        ));
+    }
+    let asset = match installed {
+        Installed::Portable { .. } => portable_asset(version),
+        Installed::Deb { .. } => deb_asset(version),
+        Installed::Unmanaged { why, .. } => return Err(why.clone()),
+    };
+    let dir = data_dir
+        .join(super::record::UPDATES_DIR)
+        .join(version.to_string());
+    // A fresh directory each time: nothing half-downloaded or from another try is trusted.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let names = [
+        SUMS.to_owned(),
+        format!("{SUMS}{SIG_SUFFIX}"),
+        format!("{asset}{SIG_SUFFIX}"),
+        asset.clone(),
+    ];
+    let total: Option<u64> = names
+        .iter()
+        .map(|n| release.asset(n).and_then(|a| a.size))
+        .sum();
+    let mut before = 0u64;
+    for name in &names {
+        let a = release.asset(name).ok_or_else(|| {
+            format!(
+                "release {} has no {name}: it cannot be verified, so it is not installed",
+                release.tag
+            )
+        })?;
+        let got = feed
+            .download(a, &dir.join(name), &mut |n, _| progress(before + n, total))
+            .map_err(|e| e.to_string())?;
+        before += got;
+    }
+    verify::verify_asset(key, &dir, &version.to_string(), &asset)
+        .map_err(|e| format!("release {version} refused: {e}"))?;
+    let staged = match installed {
+        Installed::Portable { .. } => unpack_portable(&dir, &asset, version)?,
+        _ => {
+            let deb = dir.join(&asset);
+            check_deb(&deb, version)?;
+            Staged::Deb {
+                version: version.clone(),
+                deb,
+            }
+        }
+    };
+    Ok(staged)
+}
+
+fn unpack_portable(dir: &Path, asset: &str, version: &Version) -> Result<Staged, String> {
+    let out = dir.join("unpacked");
+    let file =
+        std::fs::File::open(dir.join(asset)).map_err(|e| format!("cannot open {asset}: {e}"))?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    archive.set_preserve_permissions(true);
+    // `unpack` refuses entries that would land outside `out` (absolute paths, `..`).
+    archive
+        .unpack(&out)
+        .map_err(|e| format!("{asset} cannot be unpacked: {e}"))?;
+    // One top directory, `runner-manager-<version>-linux-<arch>/`.
+    let mut tops = std::fs::read_dir(&out)
+        .map_err(|e| format!("cannot read {}: {e}", out.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path());
+    let root = match (tops.next(), tops.next()) {
+        (Some(root), None) if root.is_dir() => root,
+        _ => return Err(format!("{asset} does not hold exactly one top directory")),
+    };
+    let marker = PortableMarker::read(&root).map_err(|e| format!("{asset}: {e}"))?;
+    for f in &marker.files {
+        let p = root.join(f);
+        let meta = std::fs::symlink_metadata(&p).map_err(|_| format!("{asset} lacks {f}"))?;
+        if !meta.is_file() {
+            return Err(format!("{asset}: {f} is not a regular file"));
+        }
+    }
+    let reported =
+        crate::upgrade::installed_version(&root.join(PORTABLE_BINARY), Duration::from_secs(10))
+            .map_err(|e| format!("the new binary does not run: {e}"))?;
+    if &reported != version {
+        return Err(format!(
+            "release {version}'s binary reports {reported}: refused"
+        ));
+    }
+    Ok(Staged::Portable {
+        version: version.clone(),
+        root,
+        files: marker.files,
+    })
+}
+
+fn check_deb(deb: &Path, version: &Version) -> Result<(), String> {
+    let field = |name: &str| -> Result<String, String> {
+        let out = std::process::Command::new("dpkg-deb")
+            .arg("--field")
+            .arg(deb)
+            .arg(name)
+            .output()
+            .map_err(|e| format!("cannot run dpkg-deb: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("{} is not a Debian package", deb.display()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let package = field("Package")?;
+    let v = field("Version")?;
+    if package != super::install::DEB_PACKAGE || v != version.to_string() {
+        return Err(format!(
+            "{} holds {package} {v}, not runner-manager {version}: refused",
+            deb.display()
+        ));
+    }
+    Ok(())
+}
