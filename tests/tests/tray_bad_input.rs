@@ -25,12 +25,18 @@ fn status(paused: bool) -> serde_json::Value {
 }
 
 /// A stand-in for the service that speaks the local API but sends a watch stream with
-/// garbage in it. A mock on purpose: the real service cannot be made to send garbage.
+/// garbage in it, or (`version`) announces other API versions. A mock on purpose: the real
+/// service cannot be made to send garbage or to speak another API.
 async fn serve_garbage(listener: UnixListener) {
+    serve(listener, json!({"api": 1, "service_version": "0.0.0-fake", "min_client_api": 1})).await
+}
+
+async fn serve(listener: UnixListener, version: serde_json::Value) {
     loop {
         let Ok((mut conn, _)) = listener.accept().await else {
             return;
         };
+        let version = version.clone();
         tokio::spawn(async move {
             let mut head = Vec::new();
             let mut buf = [0u8; 1024];
@@ -44,8 +50,7 @@ async fn serve_garbage(listener: UnixListener) {
             let headers = "HTTP/1.1 200 OK\r\nx-runner-manager-api: 1\r\n\
                            x-runner-manager-version: 0.0.0-fake\r\ncontent-type: application/json\r\n";
             if text.starts_with("GET /v1/version ") {
-                let body = json!({"api": 1, "service_version": "0.0.0-fake", "min_client_api": 1})
-                    .to_string();
+                let body = version.to_string();
                 let reply = format!(
                     "{headers}content-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
@@ -132,5 +137,37 @@ async fn a_user_the_service_refuses_is_told_not_allowed_and_how_to_get_access() 
     assert_ne!(s.item().await.unwrap()["IconName"], serde_json::Value::Null);
     assert!(tray.try_wait().unwrap().is_none(), "the tray runs on");
     d.stop().await.unwrap();
+    s.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_speaking_another_api_says_which_side_to_update() {
+    let Some(mut s) = session_or_skip(
+        "a_service_speaking_another_api_says_which_side_to_update",
+        SessionOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    // A newer service that no longer serves this tray's API.
+    let socket = s.home.path().join("newer-service.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    tokio::spawn(serve(
+        listener,
+        json!({"api": 3, "service_version": "9.0.0", "min_client_api": 2}),
+    ));
+    let log = s.home.path().join("tray.log");
+    let mut tray = s
+        .tray(None, &["--socket", &socket.display().to_string()], &log)
+        .spawn()
+        .unwrap();
+    let m = s.until_menu("update needed", |m| m.header() == "Update needed").await;
+    assert!(
+        m.labels()[1].contains("Update the runner-manager tray"),
+        "{}",
+        m.render()
+    );
+    assert!(tray.try_wait().unwrap().is_none(), "the tray runs on");
     s.quit().await;
 }

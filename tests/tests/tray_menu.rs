@@ -200,6 +200,16 @@ async fn the_menu_follows_the_service_through_every_state_and_its_items_act() {
     s.until_menu("reconnected", |m| m.header() == "Idle · 1 target")
         .await;
 
+    // Sign out: the service drops its credential.
+    s.click("Sign out").await;
+    let client = d.client().await;
+    until(Duration::from_secs(20), "signed out", || async {
+        matches!(client.status().await.unwrap().auth, rm_proto::AuthState::SignedOut).then_some(())
+    })
+    .await;
+    s.until_menu("signed out again", |m| m.header() == "Signed out")
+        .await;
+
     // Quit leaves the service running.
     s.click("Quit tray").await;
     let status = tokio::time::timeout(Duration::from_secs(20), tray.wait())
