@@ -5,6 +5,9 @@
 //! built next to the test executable; a missing one is an error naming that command.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture may panic
 
+pub mod tray;
+pub mod webdriver;
+
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
@@ -55,12 +58,16 @@ where
 /// The fake GitHub seeded like the demo: user `octo`, repo `octo/hello` installed, the fake
 /// runner package served. Device-flow polls are allowed every second.
 pub async fn fake_github() -> FakeGitHub {
-    let gh = FakeGitHub::start(FakeConfig {
+    fake_github_with(FakeConfig {
         device_interval: Duration::from_secs(1),
         ..FakeConfig::default()
     })
     .await
-    .expect("fake GitHub starts");
+}
+
+/// [`fake_github`] with another configuration (e.g. short-lived device codes).
+pub async fn fake_github_with(config: FakeConfig) -> FakeGitHub {
+    let gh = FakeGitHub::start(config).await.expect("fake GitHub starts");
     gh.create_user("octo").unwrap();
     gh.create_repo("octo/hello").unwrap();
     gh.create_installation(
@@ -79,6 +86,9 @@ pub struct Daemon {
     pub socket: PathBuf,
     child: Option<Child>,
     log: PathBuf,
+    /// The whole `daemon run` command line after the binary (for a restart).
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -89,6 +99,11 @@ impl Daemon {
 
     /// [`Daemon::start`] with more `daemon run` arguments.
     pub async fn start_with(gh: &FakeGitHub, extra: &[&str]) -> Daemon {
+        Daemon::start_env(gh, extra, &[]).await
+    }
+
+    /// [`Daemon::start_with`] with more environment (e.g. another D-Bus session).
+    pub async fn start_env(gh: &FakeGitHub, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("rm-e2e")
             .tempdir()
@@ -98,18 +113,51 @@ impl Daemon {
         let data_dir = dir.path().join("data");
         let socket = dir.path().join("run").join("api.sock");
         let log = dir.path().join("daemon.log");
-        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut args: Vec<std::ffi::OsString> = vec!["daemon".into(), "run".into()];
+        args.push("--data-dir".into());
+        args.push(data_dir.clone().into());
+        args.push("--socket".into());
+        args.push(socket.clone().into());
+        for a in ["--api-base", &gh.origin(), "--web-base", &gh.origin()] {
+            args.push(a.into());
+        }
+        args.push("--client-id".into());
+        args.push(gh.client_id().into());
+        // Fast passes so a test sees a job picked up in well under a second.
+        for a in ["--poll-ms", "200", "--tick-ms", "200"] {
+            args.push(a.into());
+        }
+        // The file store unless the caller picks another.
+        if !extra.contains(&"--credential-store") {
+            args.push("--credential-store".into());
+            args.push("file".into());
+        }
+        args.extend(extra.iter().map(std::ffi::OsString::from));
+        let mut daemon = Daemon {
+            dir,
+            data_dir,
+            socket,
+            child: None,
+            log,
+            args,
+            envs: envs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        };
+        daemon.spawn().await;
+        daemon
+    }
+
+    async fn spawn(&mut self) {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
         let child = Command::new(bin("runner-manager"))
-            .args(["daemon", "run", "--data-dir"])
-            .arg(&data_dir)
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--api-base", &gh.origin(), "--web-base", &gh.origin()])
-            .args(["--client-id", &gh.client_id()])
-            .args(["--credential-store", "file"])
-            // Fast passes so a test sees a job picked up in well under a second.
-            .args(["--poll-ms", "200", "--tick-ms", "200"])
-            .args(extra)
+            .args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log"))
@@ -117,36 +165,61 @@ impl Daemon {
             .kill_on_drop(true)
             .spawn()
             .expect("runner-manager daemon run starts");
-        let mut daemon = Daemon {
-            dir,
-            data_dir,
-            socket,
-            child: Some(child),
-            log,
-        };
+        self.child = Some(child);
         let start = Instant::now();
         loop {
-            if rm_proto::Client::connect(&daemon.socket).await.is_ok() {
+            if rm_proto::Client::connect(&self.socket).await.is_ok() {
                 break;
             }
-            if let Some(status) = daemon
+            if let Some(status) = self
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                panic!("the daemon exited early ({status}):\n{}", daemon.log());
+                panic!("the daemon exited early ({status}):\n{}", self.log());
             }
             assert!(
                 start.elapsed() < Duration::from_secs(15),
                 "the daemon's socket did not answer within 15 s:\n{}",
-                daemon.log()
+                self.log()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if let Some(parent) = daemon.socket.parent() {
+        if let Some(parent) = self.socket.parent() {
             set_mode(parent, 0o755);
         }
-        daemon
+    }
+
+    /// Stops the service (SIGTERM, clean exit) and starts it again on the same data directory
+    /// and socket.
+    pub async fn restart(&mut self) {
+        self.halt().await.expect("the daemon stops cleanly");
+        self.spawn().await;
+    }
+
+    /// SIGTERM, then wait for a clean exit; [`Daemon::resume`] starts it again.
+    pub async fn halt(&mut self) -> anyhow::Result<()> {
+        let mut child = self.child.take().context("already stopped")?;
+        if let Some(pid) = child.id() {
+            let status = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()?;
+            if !status.success() {
+                bail!("kill -TERM {pid} failed");
+            }
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+            .await
+            .context("the daemon did not stop within 20 s of SIGTERM")??;
+        if !status.success() {
+            bail!("the daemon exited with {status}:\n{}", self.log());
+        }
+        Ok(())
+    }
+
+    /// Starts a halted service again (same data directory and socket).
+    pub async fn resume(&mut self) {
+        self.spawn().await;
     }
 
     /// The daemon's combined output so far (for failure messages).
@@ -212,22 +285,7 @@ impl Daemon {
 
     /// SIGTERM, then wait for a clean exit.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        let mut child = self.child.take().context("already stopped")?;
-        if let Some(pid) = child.id() {
-            let status = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()?;
-            if !status.success() {
-                bail!("kill -TERM {pid} failed");
-            }
-        }
-        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
-            .await
-            .context("the daemon did not stop within 20 s of SIGTERM")??;
-        if !status.success() {
-            bail!("the daemon exited with {status}:\n{}", self.log());
-        }
-        Ok(())
+        self.halt().await
     }
 }
 

@@ -12,12 +12,14 @@
 //! values as `unknown`, so an older client keeps working against a newer service.
 
 pub mod error;
+pub mod model;
 pub mod paths;
 pub mod pipe;
 pub mod requests;
 pub mod secret;
 pub mod sid;
 pub mod signin;
+pub mod sockets;
 pub mod status;
 pub mod time;
 pub mod update;
@@ -53,7 +55,7 @@ pub use version::{
 pub use watch::{Event, RunnerOutcome, WatchMessage};
 
 #[cfg(feature = "client")]
-pub use client::{Client, ClientError, ClientOptions, WatchStream};
+pub use client::{Client, ClientError, ClientOptions, Follower, WatchStream};
 #[cfg(all(unix, feature = "server"))]
 pub use server::bind_socket;
 #[cfg(all(windows, feature = "server"))]

@@ -16,7 +16,7 @@ use crate::exit::{ExitCode, Failure};
 use crate::paths;
 
 /// The socket's file name inside its directory.
-pub const SOCKET_FILE: &str = "api.sock";
+pub const SOCKET_FILE: &str = rm_proto::sockets::SOCKET_FILE;
 
 /// Where the service listens unless `--socket` says otherwise: root →
 /// `/run/runner-manager/api.sock`; a user → `$XDG_RUNTIME_DIR/runner-manager/api.sock`, or
@@ -25,25 +25,29 @@ pub fn default_socket_path(data_dir: &Path) -> PathBuf {
     if paths::is_privileged() {
         return PathBuf::from(SYSTEM_SOCKET);
     }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("runner-manager").join(SOCKET_FILE),
-        _ => data_dir.join(SOCKET_FILE),
-    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    rm_proto::sockets::login_socket(runtime.as_deref(), data_dir)
 }
 
 /// The machine service's socket (a boot service run by root).
-pub const SYSTEM_SOCKET: &str = "/run/runner-manager/api.sock";
+pub const SYSTEM_SOCKET: &str = rm_proto::sockets::BOOT_SOCKET;
 
-/// Where the CLI finds the service unless `--socket` says otherwise: its user's own service
-/// (a login service) when that socket exists, else the machine's boot service, which admits
-/// the operators group's members.
+/// The sockets a client command tries, as the tray does (`rm_proto::sockets`): its user's own
+/// service (a login service, of `data_dir`), then the machine's boot service, which admits the
+/// operators group's members.
+pub fn client_sockets(data_dir: &Path) -> Vec<PathBuf> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let login = rm_proto::sockets::login_socket(runtime.as_deref(), data_dir);
+    rm_proto::sockets::in_order(login)
+}
+
+/// Where the CLI finds the service unless `--socket` says otherwise: the first of
+/// [`client_sockets`] that exists, else this user's default (so the error names it).
 pub fn client_socket_path(data_dir: &Path) -> PathBuf {
-    let own = default_socket_path(data_dir);
-    let system = PathBuf::from(SYSTEM_SOCKET);
-    if !paths::is_privileged() && !own.exists() && system.exists() {
-        return system;
-    }
-    own
+    let candidates = client_sockets(data_dir);
+    rm_proto::sockets::first_existing(&candidates)
+        .cloned()
+        .unwrap_or_else(|| default_socket_path(data_dir))
 }
 
 /// A connected client and the runtime that drives it.

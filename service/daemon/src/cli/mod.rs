@@ -11,6 +11,7 @@ pub mod backend_api;
 mod daemon;
 mod output;
 mod update;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -66,8 +67,12 @@ pub enum Command {
     /// Host, targets and runners at a glance.
     Status {
         /// Machine-readable output.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Follow the service: a line per change (and per notification the tray would
+        /// raise), reconnecting when it restarts, until Ctrl-C.
+        #[arg(long)]
+        watch: bool,
     },
     /// Run the service in the foreground.
     #[command(subcommand)]
@@ -265,10 +270,14 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let data_dir = cli.data_dir.unwrap_or_else(paths::default_data_dir);
     // Absolute, so messages, the lock holder and service definitions name one place.
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
-    let socket = cli.socket.unwrap_or_else(|| match cli.command {
-        Command::Daemon(_) => backend_api::default_socket_path(&data_dir),
-        _ => backend_api::client_socket_path(&data_dir),
-    });
+    let socket_given = cli.socket.is_some();
+    // `daemon run` binds where its start mode says; client commands find the service as the
+    // tray does (their user's own service, else the boot service).
+    let socket = match (&cli.socket, &cli.command) {
+        (Some(s), _) => s.clone(),
+        (None, Command::Daemon(_)) => backend_api::default_socket_path(&data_dir),
+        (None, _) => backend_api::client_socket_path(&data_dir),
+    };
     let offline = cli.offline;
     match cli.command {
         Command::Auth(_) if offline => Err(Failure::usage(
@@ -327,11 +336,22 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             println!("host capacity set to {capacity} runner(s) at once");
             Ok(())
         }
-        Command::Status { json } if offline => {
+        Command::Status { watch: true, .. } if offline => Err(Failure::usage(
+            "`status --watch` follows the running service: drop `--offline`",
+        )),
+        Command::Status { watch: true, .. } => {
+            let sockets = if socket_given {
+                vec![socket]
+            } else {
+                backend_api::client_sockets(&data_dir)
+            };
+            watch::run(sockets)
+        }
+        Command::Status { json, .. } if offline => {
             let status = open_offline(&data_dir)?.1.status()?;
             output::print_status(&status, json)
         }
-        Command::Status { json } => {
+        Command::Status { json, .. } => {
             let status = ApiBackend::connect(&socket)?.status()?;
             output::print_api_status(&status, json)
         }

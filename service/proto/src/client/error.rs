@@ -49,6 +49,10 @@ pub enum ClientError {
          check its logs", socket.display()
     )]
     Timeout { socket: PathBuf, after: Duration },
+    /// One line of the watch stream was not a watch message; it was skipped and the stream
+    /// goes on.
+    #[error("the service on {} sent a watch line this client cannot read (skipped): {detail}", socket.display())]
+    BadWatchLine { socket: PathBuf, detail: String },
     /// The service ended the watch stream abruptly: this reader fell behind (or the service
     /// stopped). Reconnect to get a fresh snapshot.
     #[error(

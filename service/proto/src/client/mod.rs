@@ -5,10 +5,12 @@
 //! [`Client::connect`] first checks that both sides speak a compatible API version.
 
 mod error;
+mod follow;
 mod transport;
 mod watch;
 
 pub use error::ClientError;
+pub use follow::{disconnect_of, Follower, FIRST_RECONNECT_DELAY, MAX_RECONNECT_DELAY};
 pub use transport::PIPE_BUSY_WAIT;
 pub use watch::WatchStream;
 

@@ -13,6 +13,7 @@ const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 ///
 /// `next` returns `None` when the service ended the stream cleanly (it is stopping) and
 /// `Some(Err(ClientError::WatchClosed))` when it cut this reader off; either way, watch again.
+/// A single unreadable line is `Some(Err(ClientError::BadWatchLine))` and the stream goes on.
 pub struct WatchStream {
     body: Incoming,
     buffer: Vec<u8>,
@@ -42,9 +43,12 @@ impl WatchStream {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
+                // A line that does not parse is reported and skipped: lines are independent,
+                // so the stream goes on (unknown types and kinds already parse, as `unknown`).
                 return Some(
-                    serde_json::from_slice(line).map_err(|e| {
-                        self.fail(format!("a watch line is not a watch message: {e}"))
+                    serde_json::from_slice(line).map_err(|e| ClientError::BadWatchLine {
+                        socket: self.socket.clone(),
+                        detail: e.to_string(),
                     }),
                 );
             }

@@ -1,0 +1,95 @@
+//! `status --watch`: follows the service with the tray's own model ([`rm_proto::model`]) and
+//! prints a line whenever what the tray would show changes, and one per notification the tray
+//! would raise, until Ctrl-C. It reconnects by itself when the service stops or restarts.
+
+use std::path::PathBuf;
+
+use rm_proto::model::{Input, Model, ModelOptions, TrayState, View};
+use rm_proto::{ClientOptions, Follower, UnixMillis};
+
+use crate::exit::Failure;
+
+/// What a line is printed for: the view without its ticking elapsed times.
+#[derive(PartialEq, Eq)]
+struct Fingerprint {
+    state: TrayState,
+    header_words: String,
+    concerns: Vec<String>,
+    runners: Vec<(String, String, Option<String>)>,
+}
+
+fn fingerprint(view: &View) -> Fingerprint {
+    Fingerprint {
+        state: view.state,
+        // Digits tick (elapsed times); the words do not.
+        header_words: view
+            .header
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect(),
+        concerns: view.concerns.iter().map(|c| c.code.clone()).collect(),
+        runners: view
+            .runners
+            .iter()
+            .map(|r| {
+                (
+                    r.attempt_id.clone(),
+                    format!("{:?}", r.state),
+                    r.job_name.clone(),
+                )
+            })
+            .collect(),
+    }
+}
+
+fn clock() -> String {
+    chrono::Local::now().format("%H:%M:%S").to_string()
+}
+
+/// Runs until Ctrl-C.
+pub fn run(sockets: Vec<PathBuf>) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(follow(sockets));
+    Ok(())
+}
+
+async fn follow(sockets: Vec<PathBuf>) {
+    let mut follower = Follower::new(sockets, ClientOptions::named("runner-manager CLI"));
+    let mut model = Model::new(UnixMillis::now(), ModelOptions::default());
+    let mut last: Option<Fingerprint> = None;
+    loop {
+        let wake = model.next_tick(UnixMillis::now()).map(|at| {
+            let wait = u64::try_from(at.0 - UnixMillis::now().0).unwrap_or(0);
+            std::time::Duration::from_millis(wait)
+        });
+        let input = tokio::select! {
+            input = follower.next() => input,
+            () = sleep_or_forever(wake) => Input::Tick,
+            _ = tokio::signal::ctrl_c() => return,
+        };
+        let now = UnixMillis::now();
+        let notices = model.fold(input, now);
+        let view = model.view(now);
+        let print = fingerprint(&view);
+        if last.as_ref() != Some(&print) {
+            println!("{} {}", clock(), view.summary);
+            for concern in view.concerns.iter().skip(1) {
+                println!("         also: {} {}", concern.message, concern.fix);
+            }
+            last = Some(print);
+        }
+        for n in notices {
+            println!("{} notify: {} — {}", clock(), n.title, n.body);
+        }
+    }
+}
+
+async fn sleep_or_forever(wait: Option<std::time::Duration>) {
+    match wait {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending::<()>().await,
+    }
+}

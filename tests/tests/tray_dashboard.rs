@@ -1,0 +1,153 @@
+//! The dashboard, driven through WebDriver against the real service: the host's routing label,
+//! adding targets with the service's validation errors shown inline, enabling, capacity,
+//! monitor-only, removal with confirmation, pausing; each change is what the service then
+//! reports.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use rm_e2e::tray::{session_or_skip, SessionOptions};
+use rm_e2e::webdriver::{self, Driver};
+use rm_e2e::{bin, fake_github, until};
+
+const ROW: &str = "[id=\"target-octo/hello\"]";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
+    if !webdriver::available() {
+        eprintln!("SKIPPED: WebKitWebDriver is missing (apt-get install webkit2gtk-driver)");
+        return;
+    }
+    let Some(s) = session_or_skip(
+        "the_dashboard_changes_targets_and_shows_the_services_errors_inline",
+        SessionOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let gh = fake_github().await;
+    let d = rm_e2e::Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let client = d.client().await;
+    let socket = d.socket.display().to_string();
+    let driver = Driver::launch(
+        &s,
+        &bin("runner-manager-tray"),
+        &["--socket", &socket, "--show", "dashboard"],
+        &s.home.path().join("tray.log"),
+    )
+    .await;
+    driver
+        .until_text("#summary", "idle", |t| {
+            t.starts_with("Idle · no targets yet")
+        })
+        .await;
+    let host = client.status().await.unwrap().host;
+    assert_eq!(driver.text("#routing-label").await, host.routing_label);
+    assert!(driver
+        .text("#host-body")
+        .await
+        .contains(&format!("runs-on: [self-hosted, {}]", host.routing_label)));
+
+    // Bad input is refused inline, naming the fix; nothing changes.
+    let add = |target: &'static str, max: &'static str| {
+        let driver = &driver;
+        async move {
+            driver.fill("#add-target", target).await;
+            driver.fill("#add-max", max).await;
+            driver.click("#add button[type=submit]").await;
+        }
+    };
+    add("octo/hello/extra", "").await;
+    let e = driver
+        .until_text("#add-error", "a refusal", |t| !t.is_empty())
+        .await;
+    assert!(
+        e.contains("wrong number of '/'") && e.contains("owner/repo"),
+        "{e}"
+    );
+    add("octo/hello", "999").await;
+    let e = driver
+        .until_text("#add-error", "out of range", |t| t.contains("out of range"))
+        .await;
+    assert!(e.contains("max_capacity 999"), "{e}");
+    assert!(client.targets().await.unwrap().is_empty());
+
+    // Added.
+    add("octo/hello", "2").await;
+    driver
+        .until_text(ROW, "the new row", |t| t.contains("octo/hello"))
+        .await;
+    assert_eq!(driver.text("#add-error").await, "");
+    let t = client.targets().await.unwrap();
+    assert_eq!(
+        (t.len(), t[0].max_capacity, t[0].enabled),
+        (1, Some(2), true)
+    );
+    add("octo/hello", "").await;
+    driver
+        .until_text("#add-error", "already served", |t| {
+            t.contains("already served")
+        })
+        .await;
+
+    // Disable, capacity, monitor only: what the service then reports.
+    driver
+        .click(&format!("{ROW} input[aria-label=\"serve octo/hello\"]"))
+        .await;
+    until(Duration::from_secs(20), "disabled", || async {
+        (!client.targets().await.unwrap()[0].enabled).then_some(())
+    })
+    .await;
+    driver
+        .until_text(ROW, "the disabled state", |t| t.contains("disabled"))
+        .await;
+    driver.fill(&format!("{ROW} input[type=number]"), "1").await;
+    until(Duration::from_secs(20), "capacity 1", || async {
+        (client.targets().await.unwrap()[0].max_capacity == Some(1)).then_some(())
+    })
+    .await;
+    driver
+        .click(&format!(
+            "{ROW} input[aria-label=\"octo/hello monitor only\"]"
+        ))
+        .await;
+    until(Duration::from_secs(20), "monitor only", || async {
+        client.targets().await.unwrap()[0]
+            .max_capacity
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Removal asks first.
+    driver.click(&format!("{ROW} button.danger")).await;
+    let confirm = driver
+        .until_text(ROW, "the confirmation", |t| {
+            t.contains("finish their job first")
+        })
+        .await;
+    assert!(confirm.contains("Remove octo/hello"), "{confirm}");
+    assert_eq!(client.targets().await.unwrap().len(), 1, "not removed yet");
+    driver.click(&format!("{ROW} button.danger")).await;
+    until(Duration::from_secs(20), "removed", || async {
+        client.targets().await.unwrap().is_empty().then_some(())
+    })
+    .await;
+
+    // Pause.
+    driver.click("#pause-toggle").await;
+    until(Duration::from_secs(20), "paused", || async {
+        client.status().await.unwrap().paused.then_some(())
+    })
+    .await;
+    driver
+        .until_text("#pause-toggle", "resume offered", |t| {
+            t == "Resume launching"
+        })
+        .await;
+    driver.quit().await;
+    d.stop().await.unwrap();
+    s.quit().await;
+}

@@ -1,0 +1,249 @@
+// The dashboard: everything the service reports, rendered from the tray's model (event
+// `model`), and the changes a user makes (each a command that calls the service).
+"use strict";
+let model = null;
+const pending = new Set(); // targets with a change in flight
+let confirmRemove = null; // target awaiting confirmation
+let focusAnchor = location.hash ? location.hash.slice(1) : null;
+
+const TARGET_STATE = {
+  pending: ["starting", "s-muted"], active: ["active", "s-ok"], draining: ["draining", "s-warn"],
+  disabled: ["disabled", "s-muted"], authentication_failed: ["sign-in needed", "s-bad"],
+  repair_required: ["needs repair", "s-bad"], unknown: ["unknown state", "s-muted"],
+};
+const RUNNER_STATE = {
+  allocated: "reserved", jit_received: "registered", starting: "starting", idle: "waiting for its job",
+  busy: "running a job", finished: "finished", failed: "failed", orphaned: "lost", cleaned: "cleaned",
+  unknown: "unknown state",
+};
+
+async function act(button, work, errorSlot) {
+  if (button) button.disabled = true;
+  if (errorSlot) errorSlot.textContent = "";
+  try { return await work(); }
+  catch (e) { if (errorSlot) errorSlot.textContent = errorText(e); else alertBanner(errorText(e)); }
+  finally { if (button) button.disabled = false; }
+}
+
+function alertBanner(text) {
+  const b = el("div", { class: "banner bad", role: "alert" }, text);
+  $("#banners").prepend(b);
+  setTimeout(() => b.remove(), 15000);
+}
+
+function copyButton(text, label) {
+  const b = el("button", { type: "button", "aria-label": `Copy ${label}` }, "Copy");
+  b.addEventListener("click", () => act(b, async () => {
+    await invoke("copy_text", { text });
+    b.textContent = "Copied";
+    setTimeout(() => (b.textContent = "Copy"), 1500);
+  }));
+  return b;
+}
+
+function renderBanners(m) {
+  const box = $("#banners");
+  box.querySelectorAll(".model-banner").forEach((n) => n.remove());
+  const add = (text, fix, bad) => box.append(el("div", { class: `banner model-banner${bad ? " bad" : ""}`, role: "note" },
+    el("strong", {}, text), fix ? el("span", { class: "fix" }, fix) : null));
+  if (m.no_tray) add("No tray icon on this desktop.", m.no_tray, false);
+  if (m.connection.message) add(m.connection.message, m.connection.fix, true);
+  if (m.connection.state !== "connected" && m.status) add("Shown below: the last state the service reported.", "Nothing can be changed until it answers again.", false);
+  if (m.stream_note) add("Note:", m.stream_note, false);
+}
+
+function renderHost(m) {
+  const body = $("#host-body");
+  const s = m.status;
+  if (!s) { body.replaceChildren(el("p", { class: "muted" }, m.view.header)); return; }
+  const label = s.host.routing_label;
+  const runsOn = `runs-on: [self-hosted, ${label}]`;
+  const cap = el("input", { type: "number", min: 1, max: 64, value: s.host.capacity, id: "host-capacity", "aria-label": "runners at once on this machine" });
+  const capErr = el("p", { class: "error", role: "alert" });
+  const save = el("button", { type: "button" }, "Save");
+  save.addEventListener("click", () => act(save, () => invoke("set_host_capacity", { capacity: Number(cap.value) }), capErr));
+  const pause = el("button", { type: "button", id: "pause-toggle" }, s.paused ? "Resume launching" : "Pause launching");
+  pause.addEventListener("click", () => act(pause, () => invoke("set_paused", { paused: !s.paused })));
+  body.replaceChildren(
+    el("div", { class: "row" }, el("span", {}, "Routing label:"), el("code", { id: "routing-label" }, label), copyButton(label, "the routing label")),
+    el("div", { class: "row" }, el("span", {}, "In a workflow:"), el("code", { class: "snippet" }, runsOn), copyButton(runsOn, "the runs-on line")),
+    el("div", { class: "row" }, el("label", { for: "host-capacity" }, "Runners at once on this machine:"), cap, save,
+      s.host.capacity_note ? el("span", { class: "muted" }, s.host.capacity_note) : null),
+    capErr,
+    el("div", { class: "row" }, el("span", { class: `badge ${s.paused ? "s-warn" : "s-ok"}` }, s.paused ? "Paused: no new runner starts" : "Launching runners for queued jobs"), pause),
+  );
+}
+
+function renderConcerns(m) {
+  // Connection problems are in the banner above; these are the service's own.
+  const list = m.connection.state === "connected" ? m.view.concerns : [];
+  $("#attention").classList.toggle("hidden", list.length === 0 || !m.status);
+  $("#concerns").replaceChildren(...list.map((c) => {
+    const item = el("li", {}, el("strong", {}, c.message), el("br"), el("span", { class: "muted" }, c.fix));
+    if (c.code === "runner_failed") {
+      const seen = el("button", { type: "button", id: "mark-seen" }, "Mark failures as seen");
+      seen.addEventListener("click", () => invoke("acknowledge"));
+      item.append(el("div", {}, seen));
+    }
+    return item;
+  }));
+}
+
+function renderRunners(m) {
+  const box = $("#runners-body");
+  if (!m.status) { box.replaceChildren(); return; }
+  if (m.view.runners.length === 0) {
+    box.replaceChildren(el("p", { class: "muted" }, "No runner right now: one starts when a job asks for this machine's label."));
+    return;
+  }
+  const rows = m.view.runners.map((r) => el("tr", {},
+    el("td", {}, r.target),
+    el("td", {}, RUNNER_STATE[r.state] || r.state),
+    el("td", {}, r.job_url ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); invoke("open_url", { url: r.job_url }); } }, r.job_name || "the job") : (r.job_name || "—")),
+    el("td", {}, r.elapsed)));
+  box.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Target"), el("th", {}, "State"), el("th", {}, "Job"), el("th", {}, "For"))), el("tbody", {}, rows)));
+}
+
+function targetRow(t) {
+  let [words, cls] = t.enabled ? (t.problem ? ["needs attention", "s-bad"] : TARGET_STATE[t.state] || [t.state, ""]) : ["disabled", "s-muted"];
+  if (t.enabled && !t.problem && t.state === "active" && t.max_capacity === null) [words, cls] = ["monitor only", "s-ok"];
+  const err = el("p", { class: "error", role: "alert" });
+  const busy = pending.has(t.target);
+  const enabled = el("input", { type: "checkbox", checked: t.enabled, disabled: busy, "aria-label": `serve ${t.target}` });
+  enabled.addEventListener("change", () => change(t, { enabled: enabled.checked }, err));
+  const monitor = el("input", { type: "checkbox", checked: t.max_capacity === null, disabled: busy, "aria-label": `${t.target} monitor only` });
+  const max = el("input", { type: "number", min: 1, max: 64, value: t.max_capacity ?? "", disabled: busy || t.max_capacity === null, "aria-label": `${t.target} at most this many runners` });
+  monitor.addEventListener("change", () => change(t, monitor.checked ? { monitorOnly: true } : { maxRunners: Number(max.value) || 1 }, err));
+  max.addEventListener("change", () => { if (Number(max.value) > 0) change(t, { maxRunners: Number(max.value) }, err); });
+  let actions;
+  if (confirmRemove === t.target) {
+    const yes = el("button", { type: "button", class: "danger" }, `Remove ${t.target}`);
+    yes.addEventListener("click", () => act(yes, async () => { await invoke("remove_target", { target: t.target }); confirmRemove = null; }, err));
+    const no = el("button", { type: "button" }, "Keep");
+    no.addEventListener("click", () => { confirmRemove = null; render(); });
+    actions = el("div", { class: "row" }, el("span", {}, "Runners it started finish their job first."), yes, no);
+    setTimeout(() => no.focus(), 0);
+  } else {
+    const rm = el("button", { type: "button", class: "danger", "aria-label": `Remove ${t.target}` }, "Remove…");
+    rm.addEventListener("click", () => { confirmRemove = t.target; render(); });
+    actions = rm;
+  }
+  const demand = t.demand.queued ? `${t.demand.queued}${t.demand.is_floor ? "+" : ""} queued` : "none queued";
+  return el("tr", { id: `target-${t.target}` },
+    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository")),
+    el("td", {}, el("span", { class: `badge ${cls}` }, words), t.problem ? el("p", {}, t.problem.message, el("br"), el("span", { class: "muted" }, t.problem.fix)) : null),
+    el("td", {}, el("label", {}, enabled, " enabled")),
+    el("td", {}, el("div", { class: "row" }, max, el("label", {}, monitor, " monitor only"))),
+    el("td", {}, `${t.active_runners} running · ${demand}`),
+    el("td", {}, actions, err));
+}
+
+async function change(t, what, err) {
+  pending.add(t.target);
+  try {
+    await invoke("update_target", { target: t.target, enabled: what.enabled ?? null, maxRunners: what.maxRunners ?? null, monitorOnly: what.monitorOnly ?? null });
+    err.textContent = "";
+  } catch (e) { err.textContent = errorText(e); }
+  finally { pending.delete(t.target); render(); }
+}
+
+function renderTargets(m) {
+  const box = $("#targets-body");
+  const s = m.status;
+  if (!s) { box.replaceChildren(); return; }
+  if (s.targets.length === 0) {
+    box.replaceChildren(el("p", { class: "muted" }, "No repository or organization yet: add one below (you must be an admin there)."));
+    return;
+  }
+  box.replaceChildren(el("table", {},
+    el("thead", {}, el("tr", {}, ...["Target", "State", "Serve", "Runners at most", "Now", ""].map((h) => el("th", {}, h)))),
+    el("tbody", {}, s.targets.map(targetRow))));
+}
+
+function renderFailures(m) {
+  const box = $("#failures-body");
+  if (m.failures.length === 0) { box.replaceChildren(el("p", { class: "muted" }, "No failures.")); return; }
+  box.replaceChildren(el("table", {},
+    el("thead", {}, el("tr", {}, ...["When", "Target", "What happened", "What to do"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, m.failures.map((f) => el("tr", { id: `failure-${f.anchor}`, class: f.seen ? "" : "new", tabindex: "-1" },
+      el("td", {}, when(f.at), f.seen ? null : el("span", { class: "badge s-bad" }, "new")),
+      el("td", {}, f.target),
+      el("td", {}, f.words),
+      el("td", {}, f.fix_sentence))))));
+}
+
+function renderGitHub(m) {
+  const box = $("#github-body");
+  const s = m.status;
+  if (!s) { box.replaceChildren(); return; }
+  const parts = [];
+  if (s.auth.state === "signed_in") {
+    const out = el("button", { type: "button", id: "sign-out" }, "Sign out");
+    out.addEventListener("click", () => act(out, () => invoke("sign_out")));
+    parts.push(el("div", { class: "row" }, el("span", { class: "badge s-ok" }, "Signed in"), el("span", {}, `as ${s.auth.login}`), out));
+  } else {
+    const why = s.auth.state === "sign_in_required" ? `Sign-in needed: ${s.auth.reason}` : "Signed out: no runner starts until you sign in.";
+    const inb = el("button", { type: "button", class: "primary", id: "sign-in" }, "Sign in…");
+    inb.addEventListener("click", () => invoke("show_window", { which: "sign-in" }));
+    parts.push(el("div", { class: "row" }, el("span", { class: "badge s-warn" }, "Not signed in"), el("span", {}, why), inb));
+  }
+  const h = s.github_health;
+  const health = h.state === "ok" ? ["GitHub answers", "s-ok"] : h.state === "rate_limited" ? ["Rate limit reached", "s-warn"] : h.state === "unreachable" ? ["GitHub unreachable", "s-bad"] : [h.state, ""];
+  parts.push(el("div", { class: "row" }, el("span", { class: `badge ${health[1]}` }, health[0]),
+    h.since && h.state !== "ok" ? el("span", {}, `since ${clock(h.since)}${h.detail ? ` (${h.detail})` : ""}${h.next_try ? `; next try ${clock(h.next_try)}` : ""}`) : null,
+    el("span", { class: "muted" }, s.last_github_contact ? `Last answer ${elapsed(m.now - s.last_github_contact)} ago` : "No answer from GitHub yet")));
+  if (s.budget) {
+    const b = s.budget;
+    parts.push(el("p", {}, `Rate limit: ${b.remaining} of ${b.limit} requests left this hour${b.reset ? ` (resets ${clock(b.reset)})` : ""}; `,
+      `${b.charged_last_hour} charged and ${b.not_modified_last_hour} free (unchanged) in the last hour; polling every ${b.poll_interval_secs} s.`));
+    if (b.planned_per_hour.length) {
+      parts.push(el("p", { class: "muted" }, "Planned per hour: " + b.planned_per_hour.map((p) => `${p.target} ${p.planned_per_hour}`).join(", ")));
+    }
+  }
+  if (s.github) parts.push(el("p", { class: "muted" }, `GitHub: ${s.github.web_base}`));
+  box.replaceChildren(...parts);
+}
+
+function render() {
+  const m = model;
+  if (!m) return;
+  $("#summary").textContent = m.view.summary;
+  document.body.classList.toggle("stale", m.connection.state !== "connected");
+  renderBanners(m);
+  renderHost(m);
+  renderConcerns(m);
+  renderRunners(m);
+  renderTargets(m);
+  renderFailures(m);
+  renderGitHub(m);
+  if (focusAnchor) {
+    const target = document.getElementById(focusAnchor === "add" ? "add-target" : focusAnchor);
+    if (target) { target.scrollIntoView({ block: "center" }); if (target.tabIndex >= -1) target.focus(); focusAnchor = null; }
+  }
+}
+
+// Re-render from a model without clobbering a field being typed in.
+function update(m) {
+  model = m;
+  const active = document.activeElement;
+  if (active && active.tagName === "INPUT" && active.type !== "checkbox" && active.closest("#host-body, #targets-body")) return;
+  render();
+}
+
+$("#add").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const button = e.submitter || $("#add button");
+  const target = $("#add-target").value.trim();
+  const maxRunners = $("#add-max").value ? Number($("#add-max").value) : null;
+  const added = await act(button, () => invoke("add_target", { target, maxRunners, monitorOnly: $("#add-monitor").checked }), $("#add-error"));
+  if (added) { $("#add-target").value = ""; $("#add-max").value = ""; $("#add-error").textContent = ""; }
+});
+$("#opt-autostart").addEventListener("change", (e) => act(null, async () => { e.target.checked = await invoke("set_autostart", { on: e.target.checked }); }));
+$("#opt-finished").addEventListener("change", (e) => invoke("set_notify_finished_jobs", { on: e.target.checked }));
+document.addEventListener("keydown", (e) => { if (e.key === "Escape" && confirmRemove) { confirmRemove = null; render(); } });
+tauri.event.listen("anchor", (e) => { focusAnchor = e.payload; render(); });
+
+onModel(update);
+invoke("model").then(update);
+invoke("autostart_enabled").then((on) => ($("#opt-autostart").checked = on));
+invoke("acknowledge");
