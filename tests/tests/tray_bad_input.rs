@@ -28,7 +28,11 @@ fn status(paused: bool) -> serde_json::Value {
 /// garbage in it, or (`version`) announces other API versions. A mock on purpose: the real
 /// service cannot be made to send garbage or to speak another API.
 async fn serve_garbage(listener: UnixListener) {
-    serve(listener, json!({"api": 1, "service_version": "0.0.0-fake", "min_client_api": 1})).await
+    serve(
+        listener,
+        json!({"api": 1, "service_version": "0.0.0-fake", "min_client_api": 1}),
+    )
+    .await
 }
 
 async fn serve(listener: UnixListener, version: serde_json::Value) {
@@ -162,7 +166,9 @@ async fn a_service_speaking_another_api_says_which_side_to_update() {
         .tray(None, &["--socket", &socket.display().to_string()], &log)
         .spawn()
         .unwrap();
-    let m = s.until_menu("update needed", |m| m.header() == "Update needed").await;
+    let m = s
+        .until_menu("update needed", |m| m.header() == "Update needed")
+        .await;
     assert!(
         m.labels()[1].contains("Update the runner-manager tray"),
         "{}",

@@ -204,7 +204,11 @@ async fn the_menu_follows_the_service_through_every_state_and_its_items_act() {
     s.click("Sign out").await;
     let client = d.client().await;
     until(Duration::from_secs(20), "signed out", || async {
-        matches!(client.status().await.unwrap().auth, rm_proto::AuthState::SignedOut).then_some(())
+        matches!(
+            client.status().await.unwrap().auth,
+            rm_proto::AuthState::SignedOut
+        )
+        .then_some(())
     })
     .await;
     s.until_menu("signed out again", |m| m.header() == "Signed out")
