@@ -20,11 +20,14 @@ command -v mmdebstrap >/dev/null || {
     echo "check-deb.sh: mmdebstrap is missing: apt-get install mmdebstrap" >&2; exit 1; }
 
 version=$(dpkg-deb --field "$deb" Version)
-# The packages the .deb depends on are in the base, so the check runs offline once it is made.
-base=/var/tmp/runner-manager-debroot-bookworm-1.tar
+# The packages the .deb depends on (the tray's GTK/WebKit libraries included) are in the base,
+# so the check runs offline once it is made: one cached base per dependency list.
+depends=$(dpkg-deb --field "$deb" Depends | tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u | paste -sd, -)
+include="libdbus-1-3,ca-certificates,systemd,util-linux${depends:+,$depends}"
+base=/var/tmp/runner-manager-debroot-bookworm-$(printf %s "$include" | sha256sum | cut -c1-12).tar
 if [[ ! -s $base ]]; then
-    echo "== making a Debian 12 root (once; cached in $base)"
-    mmdebstrap --quiet --variant=minbase --include=libdbus-1-3,ca-certificates,systemd,util-linux bookworm "$base.tmp"
+    echo "== making a Debian 12 root with the package's dependencies (once; cached in $base)"
+    mmdebstrap --quiet --variant=minbase --include="$include" bookworm "$base.tmp"
     mv "$base.tmp" "$base"
 fi
 
@@ -69,7 +72,12 @@ if dpkg-deb --contents "$deb" | grep -q 'usr/bin/runner-manager-tray'; then
     check_mode /usr/bin/runner-manager-tray 755 root:root
     check_mode /usr/share/applications/runner-manager.desktop 644 root:root
     in_root ls /usr/share/icons/hicolor | grep -q x || fail "no hicolor icons"
-    ok "tray, .desktop entry and icons installed"
+    # Its libraries all resolve from the package's dependencies (nothing it needs is missing
+    # from the Depends line).
+    if in_root ldd /usr/bin/runner-manager-tray | grep 'not found'; then
+        fail "the tray needs libraries its package does not depend on"
+    fi
+    ok "tray, .desktop entry and icons installed; its libraries resolve"
 fi
 ok "files and modes"
 in_root systemd-analyze verify /lib/systemd/system/runner-manager.service 2>&1 | tee "$t/verify.log"
