@@ -27,8 +27,9 @@ include="libdbus-1-3,ca-certificates,systemd,util-linux${depends:+,$depends}"
 base=/var/tmp/runner-manager-debroot-bookworm-$(printf %s "$include" | sha256sum | cut -c1-12).tar
 if [[ ! -s $base ]]; then
     echo "== making a Debian 12 root with the package's dependencies (once; cached in $base)"
-    mmdebstrap --quiet --variant=minbase --include="$include" bookworm "$base.tmp"
-    mv "$base.tmp" "$base"
+    # mmdebstrap picks the output format from the name: keep `.tar` at the end.
+    mmdebstrap --quiet --variant=minbase --include="$include" bookworm "${base%.tar}.part.tar"
+    mv "${base%.tar}.part.tar" "$base"
 fi
 
 t=$(mktemp -d)
@@ -68,7 +69,8 @@ check_mode /usr/bin/runner-manager 755 root:root
 check_mode /lib/systemd/system/runner-manager.service 644 root:root
 check_mode /var/lib/runner-manager 755 root:root
 in_root dpkg --listfiles runner-manager | grep -qx /usr/bin/runner-manager || fail "dpkg does not own the binary"
-if dpkg-deb --contents "$deb" | grep -q 'usr/bin/runner-manager-tray'; then
+# (grep reads all of the listing: `grep -q` would end dpkg-deb early, which pipefail reports.)
+if dpkg-deb --contents "$deb" | grep -c usr/bin/runner-manager-tray >/dev/null; then
     check_mode /usr/bin/runner-manager-tray 755 root:root
     check_mode /usr/share/applications/runner-manager.desktop 644 root:root
     in_root ls /usr/share/icons/hicolor | grep -q x || fail "no hicolor icons"
@@ -77,6 +79,9 @@ if dpkg-deb --contents "$deb" | grep -q 'usr/bin/runner-manager-tray'; then
     if in_root ldd /usr/bin/runner-manager-tray | grep 'not found'; then
         fail "the tray needs libraries its package does not depend on"
     fi
+    # The tray icon's library is loaded at run time, so ldd cannot vouch for it.
+    in_root sh -c 'ls /usr/lib/*/libayatana-appindicator3.so.1 /usr/lib/*/libappindicator3.so.1 2>/dev/null' |
+        grep -q . || fail "no StatusNotifierItem library (libayatana-appindicator3-1) installed with the tray"
     ok "tray, .desktop entry and icons installed; its libraries resolve"
 fi
 ok "files and modes"

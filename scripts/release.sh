@@ -170,13 +170,17 @@ bins=("$deb/usr/bin/runner-manager")
 [[ -n $tray_bin ]] && bins+=("$deb/usr/bin/runner-manager-tray")
 shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "${bins[@]}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 size_kb=$(du -sk --exclude=DEBIAN "$deb" | cut -f1)
+# The tray loads the StatusNotifierItem library at run time (dlopen), so dpkg-shlibdeps cannot
+# see it: named here.
+tray_depends=""
+[[ -n $tray_bin ]] && tray_depends="libayatana-appindicator3-1 | libappindicator3-1, "
 cat > "$deb/DEBIAN/control" <<CONTROL
 Package: runner-manager
 Version: $version
 Architecture: $debarch
 Maintainer: runner-manager maintainers <maintainers@runner-manager.invalid>
 Installed-Size: $size_kb
-Depends: ${shlibs:+$shlibs, }passwd, ca-certificates
+Depends: ${shlibs:+$shlibs, }${tray_depends}passwd, ca-certificates
 Section: devel
 Priority: optional
 Description: ephemeral GitHub Actions self-hosted runners on this machine
