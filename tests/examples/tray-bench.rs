@@ -3,7 +3,8 @@
 //! event → tray menu updated (read over D-Bus), as medians and p99 over N events.
 //! Real service, fake GitHub, the tray under Xvfb with the tests' fake tray host.
 //!
-//! Usage: tray-bench [EVENTS=50] [IDLE_SECS=60]
+//! Usage: tray-bench [EVENTS=50] [IDLE_SECS=60]; `RM_BENCH_TRAY=PATH` measures that tray binary
+//! (e.g. a release build) instead of the debug one built beside this example.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -55,7 +56,16 @@ async fn main() {
 
     // Start → registered.
     let started = Instant::now();
-    let tray = s.tray(None, &["--socket", &socket], &log).spawn().unwrap();
+    let exe = std::env::var_os("RM_BENCH_TRAY").map(std::path::PathBuf::from);
+    println!(
+        "tray binary: {}",
+        exe.as_deref()
+            .map_or_else(|| "debug build".to_owned(), |p| p.display().to_string())
+    );
+    let tray = s
+        .tray(exe.as_deref(), &["--socket", &socket], &log)
+        .spawn()
+        .unwrap();
     let pid = tray.id().unwrap();
     loop {
         let items = s.cmd(json!({"cmd": "items"})).await;
