@@ -26,6 +26,23 @@ pub fn menu(app: &AppHandle, id: &str) {
             }
             render::all(app);
         }
+        "install-service" => {
+            let app = app.clone();
+            tauri::async_runtime::spawn(async move {
+                let Some(service) = crate::first_run::portable_service() else {
+                    return;
+                };
+                match crate::first_run::install(&service).await {
+                    Ok(_) => notify::info(
+                        &app,
+                        "The service is installed for you",
+                        "It starts now and at every login; the tray connects to it by itself.",
+                    ),
+                    Err(e) => notify::error(&app, "The service was not installed", &e),
+                }
+                render::all(&app);
+            });
+        }
         "pause" | "resume" | "sign-out" => {
             let app = app.clone();
             let id = id.to_owned();

@@ -9,6 +9,7 @@ mod args;
 mod autostart;
 mod commands;
 mod dto;
+mod first_run;
 mod follow;
 mod host;
 mod notify;

@@ -30,6 +30,12 @@ pub fn error(app: &AppHandle, title: &str, e: &CommandError) {
     );
 }
 
+/// Tells the user something they asked for was done.
+pub fn info(app: &AppHandle, title: &str, body: &str) {
+    tracing::info!(title, "notification");
+    show(app, title, body, None);
+}
+
 /// What a click on a notification does.
 pub fn act(app: &AppHandle, action: &NoticeAction) {
     match action {

@@ -151,9 +151,21 @@ fn clip(text: &str) -> String {
 }
 
 /// The menu's lines for a view.
-fn lines(view: &View, status: Option<&Status>, start_at_login: bool) -> Vec<Line> {
+/// `offer_install`: the portable archive's first-run step (see `first_run`).
+fn lines(
+    view: &View,
+    status: Option<&Status>,
+    start_at_login: bool,
+    offer_install: bool,
+) -> Vec<Line> {
     let mut out = vec![text("header", clip(&view.header), false)];
-    if let Some(concern) = view.concerns.first() {
+    if offer_install {
+        out.push(text(
+            "install-service",
+            "Install the service for this user",
+            true,
+        ));
+    } else if let Some(concern) = view.concerns.first() {
         // The fix, right under the header (e.g. the command that starts the service).
         out.push(text("fix", clip(&concern.fix), false));
     }
@@ -287,7 +299,9 @@ pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
     let mut done = cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let wanted = lines(view, status, autostart::is_enabled(app));
+    let offer_install =
+        view.state == TrayState::ServiceDown && crate::first_run::portable_service().is_some();
+    let wanted = lines(view, status, autostart::is_enabled(app), offer_install);
     if done.menu != wanted {
         let same_shape = shape(&done.menu) == shape(&wanted) && !done.items.is_empty();
         let updated = same_shape && update_in_place(&done.items, &wanted).is_ok();

@@ -213,3 +213,140 @@ async fn without_a_tray_host_the_dashboard_opens_and_says_why() {
     assert!(tray.try_wait().unwrap().is_none(), "it runs in its window");
     s.quit().await;
 }
+
+/// A portable install under `PREFIX` (as the archive unpacks into `~/.local`): the tray, the
+/// service binary beside it and the archive's marker.
+fn portable_install(prefix: &Path) -> PathBuf {
+    let bin_dir = prefix.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::create_dir_all(prefix.join("share/runner-manager")).unwrap();
+    std::fs::write(
+        prefix.join("share/runner-manager/portable.json"),
+        r#"{"kind": "portable", "version": "0.0.0", "files": []}"#,
+    )
+    .unwrap();
+    for name in ["runner-manager-tray", "runner-manager"] {
+        if std::fs::hard_link(bin(name), bin_dir.join(name)).is_err() {
+            std::fs::copy(bin(name), bin_dir.join(name)).unwrap();
+        }
+    }
+    bin_dir.join("runner-manager-tray")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_portable_tray_installs_the_service_for_its_user_and_connects_to_it() {
+    let Some(mut s) = session_or_skip(
+        "a_portable_tray_installs_the_service_for_its_user_and_connects_to_it",
+        SessionOptions::default(),
+    )
+    .await
+    else {
+        return;
+    };
+    let prefix = s.home.path().join(".local");
+    let exe = portable_install(&prefix);
+    let log = s.home.path().join("tray.log");
+    // No --socket: the tray looks where a login service listens ($XDG_RUNTIME_DIR), then at
+    // the boot service's socket, as it does when installed.
+    let login_socket = s.home.path().join("run/runner-manager/api.sock");
+    let mut tray = s.tray(Some(&exe), &[], &log).spawn().unwrap();
+    let m = s
+        .until_menu("the first-run offer", |m| {
+            m.header() == "Service not running" && m.has("Install the service for this user")
+        })
+        .await;
+    assert!(
+        !m.has("Start it with"),
+        "the offer replaces the command: {}",
+        m.render()
+    );
+
+    // The real command fails here (tests run as root, without systemd): the notification
+    // carries the service's own words and where to see the rest.
+    s.click("Install the service for this user").await;
+    let start = Instant::now();
+    let failed = loop {
+        let found = s
+            .notifications()
+            .await
+            .into_iter()
+            .find(|n| n["summary"].as_str() == Some("The service was not installed"));
+        if let Some(n) = found {
+            break n;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no failure notification"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let body = failed["body"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        body.contains("root has no login session") || body.contains("systemd"),
+        "the service's reason: {body}"
+    );
+    assert!(
+        body.contains("service install --start-at login"),
+        "the command to run by hand: {body}"
+    );
+
+    // The success path. systemd cannot run here, so the service binary beside the tray is a
+    // stand-in (a mock, on purpose) that records how it was called and, as `systemctl --user
+    // enable --now` would, starts the real service on the login socket.
+    let gh = rm_e2e::fake_github().await;
+    let calls = s.home.path().join("install-calls");
+    let pid_file = s.home.path().join("service.pid");
+    let stand_in = prefix.join("bin/runner-manager");
+    std::fs::remove_file(&stand_in).unwrap();
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{calls}'\nmkdir -p '{run}'\n\
+             '{real}' daemon run --data-dir '{data}' --socket '{socket}' --api-base '{gh}' \
+             --web-base '{gh}' --client-id '{client}' --credential-store file \
+             >'{data}.log' 2>&1 </dev/null &\necho $! > '{pid}'\necho installed\n",
+            calls = calls.display(),
+            run = login_socket.parent().unwrap().display(),
+            real = bin("runner-manager").display(),
+            data = s.home.path().join("service-data").display(),
+            socket = login_socket.display(),
+            gh = gh.origin(),
+            client = gh.client_id(),
+            pid = pid_file.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &stand_in,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    s.click("Install the service for this user").await;
+    let m = s
+        .until_menu("connected to the installed service", |m| {
+            m.header() == "Signed out"
+        })
+        .await;
+    assert!(
+        !m.has("Install the service for this user"),
+        "{}",
+        m.render()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap().trim(),
+        "service install --start-at login"
+    );
+    let done = s
+        .notifications()
+        .await
+        .into_iter()
+        .any(|n| n["summary"].as_str() == Some("The service is installed for you"));
+    assert!(done, "a notification says it is installed");
+
+    s.click("Quit tray").await;
+    let _ = tokio::time::timeout(Duration::from_secs(20), tray.wait()).await;
+    if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    s.quit().await;
+}
