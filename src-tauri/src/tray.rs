@@ -3,7 +3,7 @@
 //! panels draw beside the icon; elsewhere the tooltip carries the summary.
 
 use crate::autostart;
-use rm_proto::model::{TrayState, View};
+use rm_proto::model::{TrayState, UpdateAction, View};
 use rm_proto::{RunnerState, Status, TargetState, TargetStatus};
 use std::sync::Mutex;
 use tauri::image::Image;
@@ -150,12 +150,25 @@ fn clip(text: &str) -> String {
     format!("{}…", cut[..at].trim_end_matches([',', ';', ':']))
 }
 
-/// The menu's lines for a view.
-fn lines(view: &View, status: Option<&Status>, start_at_login: bool) -> Vec<Line> {
+/// The menu's lines for a view; `about` is the About line.
+fn lines(view: &View, status: Option<&Status>, start_at_login: bool, about: &str) -> Vec<Line> {
     let mut out = vec![text("header", clip(&view.header), false)];
     if let Some(concern) = view.concerns.first() {
         // The fix, right under the header (e.g. the command that starts the service).
         out.push(text("fix", clip(&concern.fix), false));
+    }
+    if let Some(update) = &view.update {
+        if let Some(item) = &update.menu {
+            out.push(Line::Separator);
+            let id = match update.action {
+                Some(UpdateAction::Apply) => "update",
+                _ => "update-info",
+            };
+            out.push(text(id, clip(item), update.action.is_some()));
+            if let Some(fix) = &update.fix {
+                out.push(text("update-fix", clip(fix), false));
+            }
+        }
     }
     let connected = matches!(
         view.state,
@@ -208,6 +221,7 @@ fn lines(view: &View, status: Option<&Status>, start_at_login: bool) -> Vec<Line
     }
     out.push(Line::Separator);
     out.push(text("dashboard", "Open dashboard", true));
+    out.push(text("about", about, true));
     out.push(Line::Check {
         id: "autostart".to_owned(),
         text: "Start at login".to_owned(),
@@ -279,7 +293,7 @@ pub fn create(app: &AppHandle) -> tauri::Result<TrayIcon> {
 }
 
 /// Brings the tray in line with `view`; rebuilds only what changed.
-pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
+pub fn render(app: &AppHandle, view: &View, status: Option<&Status>, about: &str) {
     let Some(tray) = app.tray_by_id(TRAY_ID) else {
         return;
     };
@@ -287,7 +301,7 @@ pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
     let mut done = cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let wanted = lines(view, status, autostart::is_enabled(app));
+    let wanted = lines(view, status, autostart::is_enabled(app), about);
     if done.menu != wanted {
         let same_shape = shape(&done.menu) == shape(&wanted) && !done.items.is_empty();
         let updated = same_shape && update_in_place(&done.items, &wanted).is_ok();
