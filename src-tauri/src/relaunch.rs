@@ -118,7 +118,10 @@ fn spawn_waiting(
         .env(AFTER_EXIT_ENV, "1")
         .stdin(std::process::Stdio::piped())
         .spawn()?;
-    let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?;
     Ok((child, stdin))
 }
 
@@ -232,7 +235,10 @@ mod tests {
             if let Some(s) = child.try_wait().unwrap() {
                 break s;
             }
-            assert!(std::time::Instant::now() < deadline, "the successor never went on");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the successor never went on"
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         assert!(status.success());
