@@ -4,14 +4,17 @@
 //! shown depends on time (a running job's elapsed time, a held notification).
 //!
 //! The status carries no update part: after each snapshot (each connection) the follower reads
-//! `GET /v1/update` once and folds it; the stream's update events carry the rest. When either
-//! says the service was updated, the tray looks (one `stat`) whether its own binary was
-//! replaced too, and if so restarts itself ([`crate::relaunch`]).
+//! `GET /v1/update` once and folds it; the stream's update events carry the rest. When the
+//! service says it was updated (`update_finished`, or `updated` in that status) or runs
+//! another version than this tray (a package upgrade), the tray looks (one `stat`) whether its
+//! own binary was replaced too, and if so restarts itself ([`crate::relaunch`]).
 
 use crate::state::Shared;
 use crate::{notify, relaunch, render};
 use rm_proto::model::{Input, Notice};
-use rm_proto::{Client, ClientOptions, Event, Follower, UnixMillis, WatchMessage};
+use rm_proto::{
+    Client, ClientOptions, Event, Follower, UnixMillis, UpdateState, UpdateStatus, WatchMessage,
+};
 use std::time::Duration;
 use tauri::{AppHandle, Manager};
 
@@ -48,8 +51,15 @@ pub fn spawn(app: AppHandle) {
             let mut notices = shared.model().fold(input, now);
             if connected {
                 if let Some(update) = update_status(follower.client()).await {
-                    updated = true;
-                    notices.extend(shared.model().fold(update, UnixMillis::now()));
+                    // Updated by its updater, or by a package (then it runs another version
+                    // than this tray): this tray's binary may have been replaced too.
+                    updated = update.state == UpdateState::Updated
+                        || update.current_version != crate::TRAY_VERSION;
+                    notices.extend(
+                        shared
+                            .model()
+                            .fold(Input::Update(Box::new(update)), UnixMillis::now()),
+                    );
                 }
             }
             shared.set_socket(follower.socket().map(ToOwned::to_owned));
@@ -70,10 +80,10 @@ fn raise(app: &AppHandle, notices: &[Notice]) {
 
 /// The updater's state, read once per connection; `None` from a service without it (older)
 /// or when it does not answer in time (the stream's events still come).
-async fn update_status(client: Option<&Client>) -> Option<Input> {
+async fn update_status(client: Option<&Client>) -> Option<UpdateStatus> {
     let client = client?;
     match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
-        Ok(Ok(status)) => Some(Input::Update(Box::new(status))),
+        Ok(Ok(status)) => Some(status),
         Ok(Err(error)) => {
             tracing::info!(%error, "the service's update status could not be read");
             None
