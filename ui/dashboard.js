@@ -204,6 +204,46 @@ function renderGitHub(m) {
   box.replaceChildren(...parts);
 }
 
+const UPDATE_MODE = { auto: "installs new releases by itself (running jobs finish first)", notify: "tells about new releases and installs them when you choose", off: "does not look for new releases" };
+const INSTALL_KIND = { deb: "Debian package", portable: "portable archive", unmanaged: "not from a package (the service only tells about new releases)" };
+const UPDATE_BADGE = { available: "s-warn", downloading: "s-warn", applying: "s-warn", failed: "s-bad", updated: "s-ok", up_to_date: "s-ok" };
+let updateError = "";
+
+// The service's updater: versions, state in words, the button to apply, the fix on failure.
+function renderUpdate(m) {
+  const box = $("#update-body");
+  const u = m.view.update;
+  const parts = [el("p", { id: "about" }, m.about)];
+  if (!u) {
+    parts.push(el("p", { class: "muted" }, m.status ? "The service says nothing about updates (an older service?)." : "Waiting for the service…"));
+    box.replaceChildren(...parts);
+    return;
+  }
+  parts.push(el("div", { class: "row" },
+    el("span", {}, "Service version:"), el("code", { id: "update-current" }, u.current_version),
+    u.new_version ? el("span", {}, "Newer release:") : null,
+    u.new_version ? el("code", { id: "update-new" }, u.new_version) : null));
+  parts.push(el("div", { class: "row" }, el("span", { class: `badge ${UPDATE_BADGE[u.state] || "s-muted"}`, id: "update-state" }, u.state.replace(/_/g, " ")),
+    el("span", { id: "update-words" }, u.words),
+    u.percent !== null ? el("progress", { max: 100, value: u.percent, "aria-label": "download progress" }) : null));
+  if (u.fix) parts.push(el("p", { class: "fix", id: "update-fix" }, u.fix));
+  if (u.action === "apply" && m.connection.state === "connected") {
+    const b = el("button", { type: "button", class: "primary", id: "apply-update" }, u.state === "failed" ? `Try ${u.new_version} again` : `Update to ${u.new_version}`);
+    const err = el("p", { class: "error", role: "alert" }, updateError);
+    b.addEventListener("click", async () => {
+      b.disabled = true;
+      try { await invoke("apply_update"); updateError = ""; } catch (e) { updateError = errorText(e); }
+      finally { render(); }
+    });
+    parts.push(el("div", { class: "row" }, b, el("span", { class: "muted" }, "No new runners start; running jobs finish first, then the service restarts.")), err);
+  }
+  const how = [];
+  if (u.mode) how.push(`This service ${UPDATE_MODE[u.mode] || `updates in mode ${u.mode}`}`);
+  if (u.install_kind) how.push(`installed as: ${INSTALL_KIND[u.install_kind] || u.install_kind}`);
+  if (how.length) parts.push(el("p", { class: "muted" }, how.join("; ") + "."));
+  box.replaceChildren(...parts);
+}
+
 function render() {
   const m = model;
   if (!m) return;
@@ -216,6 +256,7 @@ function render() {
   renderTargets(m);
   renderFailures(m);
   renderGitHub(m);
+  renderUpdate(m);
   if (focusAnchor) {
     const target = document.getElementById(focusAnchor === "add" ? "add-target" : focusAnchor);
     if (target) { target.scrollIntoView({ block: "center" }); if (target.tabIndex >= -1) target.focus(); focusAnchor = null; }

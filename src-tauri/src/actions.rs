@@ -14,6 +14,19 @@ pub fn menu(app: &AppHandle, id: &str) {
     match id {
         "dashboard" => windows::show(app, Window::Dashboard, None),
         "add-target" => windows::show(app, Window::Dashboard, Some("add".to_owned())),
+        "about" => windows::show(app, Window::Dashboard, Some("about".to_owned())),
+        "update-info" => windows::show(app, Window::Dashboard, Some("update".to_owned())),
+        "update" => {
+            let app = app.clone();
+            tauri::async_runtime::spawn(async move {
+                // The outcome shows through the stream's update events (and the model's
+                // notices); only a refused request is told here.
+                if let Err(e) = service::apply_update(&app).await {
+                    notify::error(&app, "The update was not started", &e);
+                }
+                render::all(&app);
+            });
+        }
         "sign-in" => windows::show(app, Window::SignIn, None),
         "quit" => {
             tracing::info!("quitting the tray; the service keeps serving jobs");

@@ -118,6 +118,13 @@ pub async fn set_host_capacity(app: AppHandle, capacity: u32) -> Answer<u32> {
     Ok(client.set_host_capacity(capacity).await?.capacity)
 }
 
+/// The dashboard's "Update now": the service applies the available release (running jobs
+/// finish first); the answer is its update status.
+#[tauri::command]
+pub async fn apply_update(app: AppHandle) -> Answer<rm_proto::UpdateStatus> {
+    service::apply_update(&app).await
+}
+
 #[tauri::command]
 pub fn copy_text(app: AppHandle, text: String) -> Answer<()> {
     use tauri_plugin_clipboard_manager::ClipboardExt;

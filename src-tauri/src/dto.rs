@@ -43,6 +43,9 @@ pub struct ModelDto {
     /// Why there is no tray icon, when there is none.
     pub no_tray: Option<String>,
     pub socket: Option<String>,
+    /// This tray's version, and the About line (with the service's version when it differs).
+    pub tray_version: &'static str,
+    pub about: String,
 }
 
 pub fn model(shared: &Shared) -> ModelDto {
@@ -80,5 +83,7 @@ pub fn model(shared: &Shared) -> ModelDto {
         stream_note: m.stream_note.clone(),
         no_tray: shared.no_tray(),
         socket: shared.socket().map(|s| s.display().to_string()),
+        tray_version: crate::TRAY_VERSION,
+        about: m.about(crate::TRAY_VERSION),
     }
 }

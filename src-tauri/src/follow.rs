@@ -2,13 +2,24 @@
 //! itself), folds each input, renders the tray, tells the windows and raises notifications.
 //! While nothing changes it sleeps: no polling of the service, and a timer only when something
 //! shown depends on time (a running job's elapsed time, a held notification).
+//!
+//! The status carries no update part: after each snapshot (each connection) the follower reads
+//! `GET /v1/update` once and folds it; the stream's update events carry the rest. When the
+//! service says it was updated (`update_finished`, or `updated` in that status) or runs
+//! another version than this tray (a package upgrade), the tray looks (one `stat`) whether its
+//! own binary was replaced too, and if so restarts itself ([`crate::relaunch`]).
 
 use crate::state::Shared;
-use crate::{notify, render};
-use rm_proto::model::Input;
-use rm_proto::{ClientOptions, Follower, UnixMillis};
+use crate::{notify, relaunch, render};
+use rm_proto::model::{Input, Notice};
+use rm_proto::{
+    Client, ClientOptions, Event, Follower, UnixMillis, UpdateState, UpdateStatus, WatchMessage,
+};
 use std::time::Duration;
 use tauri::{AppHandle, Manager};
+
+/// Bound on the one `GET /v1/update` per connection (a local call).
+const UPDATE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn spawn(app: AppHandle) {
     tauri::async_runtime::spawn(async move {
@@ -29,15 +40,75 @@ pub fn spawn(app: AppHandle) {
                 () = shared.poke.notified() => Input::Tick,
             };
             log_input(&input);
+            let connected = matches!(input, Input::Message(WatchMessage::Snapshot { .. }));
+            let mut updated = matches!(
+                input,
+                Input::Message(WatchMessage::Event {
+                    event: Event::UpdateFinished { .. }
+                })
+            );
             let now = UnixMillis::now();
-            let notices = shared.model().fold(input, now);
+            let mut notices = shared.model().fold(input, now);
+            if connected {
+                if let Some(update) = update_status(follower.client()).await {
+                    // Updated by its updater, or by a package (then it runs another version
+                    // than this tray): this tray's binary may have been replaced too.
+                    updated = update.state == UpdateState::Updated
+                        || update.current_version != crate::TRAY_VERSION;
+                    notices.extend(
+                        shared
+                            .model()
+                            .fold(Input::Update(Box::new(update)), UnixMillis::now()),
+                    );
+                }
+            }
             shared.set_socket(follower.socket().map(ToOwned::to_owned));
             render::all(&app);
-            for notice in notices {
-                notify::raise(&app, &notice);
+            raise(&app, &notices);
+            if updated {
+                restart_if_replaced(&app);
             }
         }
     });
+}
+
+fn raise(app: &AppHandle, notices: &[Notice]) {
+    for notice in notices {
+        notify::raise(app, notice);
+    }
+}
+
+/// The updater's state, read once per connection; `None` from a service without it (older)
+/// or when it does not answer in time (the stream's events still come).
+async fn update_status(client: Option<&Client>) -> Option<UpdateStatus> {
+    let client = client?;
+    match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
+        Ok(Ok(status)) => Some(status),
+        Ok(Err(error)) => {
+            tracing::info!(%error, "the service's update status could not be read");
+            None
+        }
+        Err(_) => {
+            tracing::info!("the service's update status did not come within 5 s");
+            None
+        }
+    }
+}
+
+/// Restarts the tray when its binary on disk is not the one running (an update replaced it).
+fn restart_if_replaced(app: &AppHandle) {
+    let shared = app.state::<Shared>();
+    let Some(exe) = shared.exe.as_ref().filter(|e| e.replaced()) else {
+        return;
+    };
+    tracing::info!(path = %exe.path().display(), "the tray's binary was replaced: restarting");
+    match relaunch::spawn_successor(exe) {
+        // The successor starts once this process is gone (the single-instance lock is free).
+        Ok(()) => app.exit(0),
+        Err(error) => {
+            tracing::warn!(%error, path = %exe.path().display(), "could not start the new tray; this one goes on");
+        }
+    }
 }
 
 fn log_input(input: &Input) {
@@ -45,6 +116,7 @@ fn log_input(input: &Input) {
         Input::Message(m) => tracing::debug!(message = ?std::mem::discriminant(m), "watch message"),
         Input::Lost(why) => tracing::info!(?why, "not connected to the service"),
         Input::BadLine { detail } => tracing::warn!(%detail, "skipped an unreadable watch line"),
+        Input::Update(status) => tracing::debug!(state = ?status.state, "update status"),
         Input::Tick => {}
     }
 }

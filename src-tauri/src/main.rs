@@ -13,6 +13,7 @@ mod first_run;
 mod follow;
 mod host;
 mod notify;
+mod relaunch;
 mod render;
 mod service;
 mod state;
@@ -28,6 +29,9 @@ use state::Shared;
 use tauri::{Manager, RunEvent};
 use windows::Window;
 
+/// This tray's version (the workspace's: the service's when both come from one release).
+pub const TRAY_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 fn main() -> ExitCode {
     // GTK's GL (Mesa, ~50 MB resident with its LLVM under software rendering) buys nothing for
     // a tray and two plain pages. Set before any thread starts; a user's own choice wins.
@@ -42,6 +46,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // A tray restarted after its binary was replaced starts once the previous one is gone.
+    relaunch::wait_for_predecessor();
+    // Which file this tray runs from, before anything can replace it.
+    let exe = relaunch::Exe::at_start();
     let args = match args::parse(std::env::args_os()) {
         Ok(Some(args)) => args,
         Ok(None) => {
@@ -53,7 +61,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(args) {
+    match run(args, exe) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: the tray could not start: {e:#}");
@@ -62,7 +70,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+fn run(args: Args, exe: Option<relaunch::Exe>) -> anyhow::Result<()> {
     use anyhow::Context;
     let sockets = match &args.socket {
         Some(s) => vec![s.clone()],
@@ -87,7 +95,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .plugin(tauri_plugin_notification::init())
         .plugin(tauri_plugin_opener::init())
         .plugin(tauri_plugin_clipboard_manager::init())
-        .manage(Shared::new(sockets, options))
+        .manage(Shared::new(sockets, options, exe))
         .manage(Mutex::new(tray::Rendered::default()))
         .invoke_handler(tauri::generate_handler![
             commands::model,
@@ -100,6 +108,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             commands::remove_target,
             commands::set_paused,
             commands::set_host_capacity,
+            commands::apply_update,
             commands::copy_text,
             commands::open_url,
             commands::show_window,

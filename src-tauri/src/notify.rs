@@ -44,6 +44,9 @@ pub fn act(app: &AppHandle, action: &NoticeAction) {
             windows::show(app, Window::Dashboard, anchor);
         }
         NoticeAction::OpenSignIn => windows::show(app, Window::SignIn, None),
+        NoticeAction::OpenUpdate => {
+            windows::show(app, Window::Dashboard, Some("update".to_owned()));
+        }
         NoticeAction::OpenUrl(url) => {
             use tauri_plugin_opener::OpenerExt;
             if url.starts_with("https://") || url.starts_with("http://") {

@@ -83,6 +83,38 @@ impl From<ClientError> for CommandError {
 
 /// A client of the service the tray follows (or the first socket, before any connection).
 pub async fn client(app: &AppHandle) -> Result<Client, CommandError> {
+    client_with(app, ClientOptions::named("runner-manager tray")).await
+}
+
+/// How long an asked-for update may take to download and verify before the service answers
+/// (it goes on without the answer; the stream shows its progress).
+const APPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Asks the service to apply the available release now (`POST /v1/update {"apply": true}`),
+/// whatever its mode; answers once it is verified and being applied, or refused.
+pub async fn apply_update(app: &AppHandle) -> Result<rm_proto::UpdateStatus, CommandError> {
+    let options = ClientOptions {
+        request_timeout: APPLY_TIMEOUT,
+        ..ClientOptions::named("runner-manager tray")
+    };
+    let client = client_with(app, options).await?;
+    client
+        .update(&rm_proto::UpdateRequest { apply: true })
+        .await
+        .map_err(|e| match e {
+            ClientError::Api {
+                code: ErrorCode::NotFound | ErrorCode::MethodNotAllowed,
+                ..
+            } => CommandError::new(
+                "update_unsupported",
+                "This service cannot update itself (it is older than this tray).",
+                "Install the new release's package (see README, Install).",
+            ),
+            other => other.into(),
+        })
+}
+
+async fn client_with(app: &AppHandle, options: ClientOptions) -> Result<Client, CommandError> {
     let shared = app.state::<Shared>();
     let mut candidates = Vec::new();
     if let Some(s) = shared.socket() {
@@ -91,7 +123,7 @@ pub async fn client(app: &AppHandle) -> Result<Client, CommandError> {
     candidates.extend(shared.sockets.iter().cloned());
     let mut last = None;
     for socket in candidates {
-        match Client::connect_with(&socket, ClientOptions::named("runner-manager tray")).await {
+        match Client::connect_with(&socket, options.clone()).await {
             Ok(c) => return Ok(c),
             Err(e @ ClientError::ServiceNotRunning { .. }) => {
                 last.get_or_insert(e);

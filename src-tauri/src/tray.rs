@@ -3,7 +3,7 @@
 //! panels draw beside the icon; elsewhere the tooltip carries the summary.
 
 use crate::autostart;
-use rm_proto::model::{TrayState, View};
+use rm_proto::model::{TrayState, UpdateAction, View};
 use rm_proto::{RunnerState, Status, TargetState, TargetStatus};
 use std::sync::Mutex;
 use tauri::image::Image;
@@ -150,13 +150,14 @@ fn clip(text: &str) -> String {
     format!("{}…", cut[..at].trim_end_matches([',', ';', ':']))
 }
 
-/// The menu's lines for a view.
-/// `offer_install`: the portable archive's first-run step (see `first_run`).
+/// The menu's lines for a view; `about` is the About line, `offer_install` the portable
+/// archive's first-run step (see `first_run`).
 fn lines(
     view: &View,
     status: Option<&Status>,
     start_at_login: bool,
     offer_install: bool,
+    about: &str,
 ) -> Vec<Line> {
     let mut out = vec![text("header", clip(&view.header), false)];
     if offer_install {
@@ -168,6 +169,19 @@ fn lines(
     } else if let Some(concern) = view.concerns.first() {
         // The fix, right under the header (e.g. the command that starts the service).
         out.push(text("fix", clip(&concern.fix), false));
+    }
+    if let Some(update) = &view.update {
+        if let Some(item) = &update.menu {
+            out.push(Line::Separator);
+            let id = match update.action {
+                Some(UpdateAction::Apply) => "update",
+                _ => "update-info",
+            };
+            out.push(text(id, clip(item), update.action.is_some()));
+            if let Some(fix) = &update.fix {
+                out.push(text("update-fix", clip(fix), false));
+            }
+        }
     }
     let connected = matches!(
         view.state,
@@ -220,6 +234,7 @@ fn lines(
     }
     out.push(Line::Separator);
     out.push(text("dashboard", "Open dashboard", true));
+    out.push(text("about", about, true));
     out.push(Line::Check {
         id: "autostart".to_owned(),
         text: "Start at login".to_owned(),
@@ -291,7 +306,7 @@ pub fn create(app: &AppHandle) -> tauri::Result<TrayIcon> {
 }
 
 /// Brings the tray in line with `view`; rebuilds only what changed.
-pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
+pub fn render(app: &AppHandle, view: &View, status: Option<&Status>, about: &str) {
     let Some(tray) = app.tray_by_id(TRAY_ID) else {
         return;
     };
@@ -301,7 +316,13 @@ pub fn render(app: &AppHandle, view: &View, status: Option<&Status>) {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let offer_install =
         view.state == TrayState::ServiceDown && crate::first_run::portable_service().is_some();
-    let wanted = lines(view, status, autostart::is_enabled(app), offer_install);
+    let wanted = lines(
+        view,
+        status,
+        autostart::is_enabled(app),
+        offer_install,
+        about,
+    );
     if done.menu != wanted {
         let same_shape = shape(&done.menu) == shape(&wanted) && !done.items.is_empty();
         let updated = same_shape && update_in_place(&done.items, &wanted).is_ok();

@@ -86,6 +86,8 @@ pub struct Daemon {
     pub socket: PathBuf,
     child: Option<Child>,
     log: PathBuf,
+    /// The binary (the built `runner-manager` unless [`Daemon::start_exe`] names a copy).
+    exe: PathBuf,
     /// The whole `daemon run` command line after the binary (for a restart).
     args: Vec<std::ffi::OsString>,
     envs: Vec<(String, String)>,
@@ -104,6 +106,17 @@ impl Daemon {
 
     /// [`Daemon::start_with`] with more environment (e.g. another D-Bus session).
     pub async fn start_env(gh: &FakeGitHub, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
+        Daemon::start_exe(gh, &bin("runner-manager"), extra, envs).await
+    }
+
+    /// [`Daemon::start_env`] running the binary `exe` (e.g. a copy installed the way the
+    /// portable archive installs it, so the updater may replace it).
+    pub async fn start_exe(
+        gh: &FakeGitHub,
+        exe: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("rm-e2e")
             .tempdir()
@@ -139,6 +152,7 @@ impl Daemon {
             socket,
             child: None,
             log,
+            exe: exe.to_owned(),
             args,
             envs: envs
                 .iter()
@@ -155,7 +169,7 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = Command::new(bin("runner-manager"))
+        let child = Command::new(&self.exe)
             .args(&self.args)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")

@@ -43,6 +43,24 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
             t.starts_with("Idle · no targets yet")
         })
         .await;
+    // The updater in words: this build, not checked yet (the first check is minutes after
+    // start), an install the updater only tells about.
+    let version = env!("CARGO_PKG_VERSION");
+    driver
+        .until_text("#update-body", "the update section", |t| {
+            t.contains("Not checked yet")
+        })
+        .await;
+    assert_eq!(
+        driver.text("#about").await,
+        format!("About runner-manager {version}")
+    );
+    assert_eq!(driver.text("#update-current").await, version);
+    let words = driver.text("#update-body").await;
+    assert!(
+        words.contains("installs new releases by itself") && words.contains("not from a package"),
+        "{words}"
+    );
     let host = client.status().await.unwrap().host;
     assert_eq!(driver.text("#routing-label").await, host.routing_label);
     assert!(driver

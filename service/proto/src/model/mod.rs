@@ -8,17 +8,20 @@
 //! [`Model::view`].
 
 mod notice;
+mod update;
 mod view;
 pub mod words;
 
 pub use notice::{
     failure_anchor, fix_sentence, Notice, NoticeAction, NoticeKind, BURST_QUIET_MS, NOTIFY_EVERY_MS,
 };
+pub use update::{UpdateAction, UpdateView};
 pub use view::{Concern, LiveRunner, TrayState, View};
 
 use crate::signin::{SignInSession, SignInState};
 use crate::status::{AuthState, Failure, Status};
 use crate::time::UnixMillis;
+use crate::update::UpdateStatus;
 use crate::watch::{Event, WatchMessage};
 use std::collections::BTreeMap;
 
@@ -78,6 +81,9 @@ pub enum Input {
     Lost(Disconnect),
     /// One line of the stream could not be read; it was skipped and the stream goes on.
     BadLine { detail: String },
+    /// The service's updater (`GET /v1/update`), read once per connection: the watch stream
+    /// carries the changes after it as events, but not the state before them.
+    Update(Box<UpdateStatus>),
     /// Time passed (rules that depend on time: GitHub unreachable for 2 or 5 minutes, held
     /// failure notifications, elapsed times).
     Tick,
@@ -114,6 +120,7 @@ pub struct Model {
     /// Messages of kinds this client does not know, skipped.
     pub skipped: u64,
     pub(crate) notes: notice::Memory,
+    pub(crate) updates: update::Updates,
     /// Failures older than this were seen before the tray started (or were acknowledged).
     acknowledged_until: UnixMillis,
     was_connected: bool,
@@ -131,6 +138,7 @@ impl Model {
             options,
             skipped: 0,
             notes: notice::Memory::default(),
+            updates: update::Updates::default(),
             acknowledged_until: now,
             was_connected: false,
         }
@@ -148,6 +156,7 @@ impl Model {
                     "the service sent a line this tray cannot read (skipped): {detail}"
                 ));
             }
+            Input::Update(status) => self.updates.status(*status, &mut out),
             Input::Tick => {}
         }
         self.time_rules(now, &mut out);
@@ -300,16 +309,15 @@ impl Model {
                     }
                 }
             }
-            Event::RunnerLaunched { .. }
-            | Event::RunnerStateChanged { .. }
-            | Event::RunnerCleaned { .. }
-            // Updates are the updater's (#9): the tray shows them once it offers them.
-            | Event::UpdateReady { .. }
+            Event::UpdateReady { .. }
             | Event::UpdateAvailable { .. }
             | Event::UpdateProgress { .. }
             | Event::UpdateApplying { .. }
             | Event::UpdateFinished { .. }
-            | Event::UpdateFailed { .. } => {}
+            | Event::UpdateFailed { .. } => self.updates.event(event, out),
+            Event::RunnerLaunched { .. }
+            | Event::RunnerStateChanged { .. }
+            | Event::RunnerCleaned { .. } => {}
             Event::Unknown => {
                 self.skipped += 1;
                 self.stream_note = Some(
@@ -382,6 +390,27 @@ impl Model {
             }
         }
         self.notes.flush(now, out);
+    }
+
+    /// What the service's updater last said (`None` before the first answer or event).
+    pub fn update(&self) -> Option<&UpdateStatus> {
+        self.updates.status.as_ref()
+    }
+
+    /// The version the service runs, when it said (through its updater).
+    pub fn service_version(&self) -> Option<&str> {
+        self.updates.service_version()
+    }
+
+    /// The About line: `About runner-manager 0.1.0`, and the service's version when it
+    /// differs (`About runner-manager 0.1.0 · service 0.2.0`).
+    pub fn about(&self, tray_version: &str) -> String {
+        match self.service_version() {
+            Some(v) if v != tray_version => {
+                format!("About runner-manager {tray_version} · service {v}")
+            }
+            _ => format!("About runner-manager {tray_version}"),
+        }
     }
 
     /// The failures of the dashboard: every recent one the service reports, newest first,

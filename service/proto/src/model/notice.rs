@@ -36,6 +36,12 @@ pub enum NoticeKind {
     GitHubBack,
     ServiceStopped,
     JobFinished,
+    /// A newer release is available (once per version).
+    UpdateAvailable,
+    /// The service was updated (`Updated to X`, once per version).
+    UpdateFinished,
+    /// An update was refused or failed (once per version and reason), with the fix.
+    UpdateFailed,
 }
 
 /// What clicking the notification does.
@@ -46,6 +52,8 @@ pub enum NoticeAction {
         failure: Option<String>,
     },
     OpenSignIn,
+    /// Open the dashboard at the update.
+    OpenUpdate,
     /// Open a page (a job on GitHub).
     OpenUrl(String),
 }

@@ -712,3 +712,351 @@ fn a_real_stream_folds_line_by_line() {
     assert_eq!(notes.len(), 1);
     assert_eq!(m.view(t(5000)).state, TrayState::Attention);
 }
+
+// Updates: the service's updater as the tray presents it.
+
+use crate::update::{InstallKind, UpdateMode, UpdateState, UpdateStatus};
+
+fn update_status(state: UpdateState, mode: UpdateMode, kind: InstallKind) -> Input {
+    Input::Update(Box::new(UpdateStatus {
+        current_version: "0.1.0".into(),
+        mode,
+        install_kind: kind,
+        state,
+        feed: "http://feed/repos/r/r/releases/latest".into(),
+        ..UpdateStatus::default()
+    }))
+}
+
+fn event(e: Event) -> Input {
+    Input::Message(WatchMessage::Event { event: e })
+}
+
+fn available(version: &str, automatic: bool) -> Input {
+    event(Event::UpdateAvailable {
+        at: t(1),
+        current_version: "0.1.0".into(),
+        new_version: version.into(),
+        automatic,
+    })
+}
+
+/// Connected to a portable install in `mode`, up to date.
+fn with_updater(mode: UpdateMode) -> Model {
+    let mut m = connected(status());
+    let n = m.fold(
+        update_status(UpdateState::UpToDate, mode, InstallKind::Portable),
+        t(1500),
+    );
+    assert!(n.is_empty(), "{n:?}");
+    m
+}
+
+#[test]
+fn no_update_item_until_the_service_tells_of_one() {
+    let m = connected(status());
+    assert_eq!(
+        m.view(t(2000)).update,
+        None,
+        "an older service says nothing"
+    );
+    let m = with_updater(UpdateMode::Notify);
+    let u = m.view(t(2000)).update.unwrap();
+    assert_eq!(u.menu, None);
+    assert_eq!(u.words, "Up to date");
+    assert_eq!(u.current_version, "0.1.0");
+    assert_eq!(m.about("0.1.0"), "About runner-manager 0.1.0");
+    assert_eq!(
+        m.about("0.0.9"),
+        "About runner-manager 0.0.9 · service 0.1.0",
+        "the service's version when it differs"
+    );
+}
+
+#[test]
+fn an_available_update_notifies_once_saying_it_waits_and_offers_the_menu_item() {
+    let mut m = with_updater(UpdateMode::Notify);
+    let n = m.fold(available("0.2.0", false), t(2000));
+    assert_eq!(n.len(), 1, "{n:?}");
+    assert_eq!(n[0].kind, NoticeKind::UpdateAvailable);
+    assert_eq!(n[0].title, "runner-manager 0.2.0 is available");
+    assert!(n[0].body.contains("Update to 0.2.0…"), "{}", n[0].body);
+    assert!(
+        n[0].body.contains("running jobs finish first"),
+        "{}",
+        n[0].body
+    );
+    assert_eq!(n[0].action, NoticeAction::OpenUpdate);
+    let v = m.view(t(2000));
+    let u = v.update.unwrap();
+    assert_eq!(u.menu.as_deref(), Some("Update to 0.2.0…"));
+    assert_eq!(u.action, Some(UpdateAction::Apply));
+    assert_eq!(u.state, UpdateState::Available);
+    assert_eq!(u.mode, Some(UpdateMode::Notify));
+    assert!(u.words.contains("when you choose"), "{}", u.words);
+    assert_eq!(v.state, TrayState::Idle, "an update is no alarm");
+
+    // The periodic checks and a reconnect (the restarted service announces it again, the
+    // tray reads the status again): nothing twice.
+    assert!(m.fold(available("0.2.0", false), t(3000)).is_empty());
+    m.fold(Input::Lost(Disconnect::Ended), t(4000));
+    m.fold(snapshot(status()), t(5000));
+    let mut again = UpdateStatus {
+        current_version: "0.1.0".into(),
+        mode: UpdateMode::Notify,
+        install_kind: InstallKind::Portable,
+        state: UpdateState::Available,
+        available_version: Some("0.2.0".into()),
+        ..UpdateStatus::default()
+    };
+    assert!(m
+        .fold(Input::Update(Box::new(again.clone())), t(5100))
+        .is_empty());
+    assert!(m.fold(available("0.2.0", false), t(5200)).is_empty());
+    // A newer one notifies again.
+    again.available_version = Some("0.3.0".into());
+    let n = m.fold(Input::Update(Box::new(again)), t(6000));
+    assert_eq!(n.len(), 1, "{n:?}");
+    assert_eq!(n[0].title, "runner-manager 0.3.0 is available");
+}
+
+#[test]
+fn an_automatic_update_says_it_applies_by_itself() {
+    let mut m = with_updater(UpdateMode::Auto);
+    let n = m.fold(available("0.2.0", true), t(2000));
+    assert_eq!(n.len(), 1);
+    assert!(n[0].body.contains("installs it by itself"), "{}", n[0].body);
+    assert!(m.view(t(2000)).update.unwrap().words.contains("by itself"));
+}
+
+#[test]
+fn an_unmanaged_install_is_told_to_install_the_package() {
+    let mut m = connected(status());
+    m.fold(
+        update_status(
+            UpdateState::UpToDate,
+            UpdateMode::Auto,
+            InstallKind::Unmanaged,
+        ),
+        t(1500),
+    );
+    let n = m.fold(available("0.2.0", false), t(2000));
+    assert!(
+        n[0].body.contains("install the new release's package"),
+        "{}",
+        n[0].body
+    );
+    let u = m.view(t(2000)).update.unwrap();
+    assert_eq!(
+        u.menu.as_deref(),
+        Some("runner-manager 0.2.0 is available — install its package")
+    );
+    assert_eq!(
+        u.action,
+        Some(UpdateAction::OpenDashboard),
+        "nothing to apply"
+    );
+}
+
+#[test]
+fn downloading_shows_progress_and_applying_says_jobs_finish_first() {
+    let mut m = with_updater(UpdateMode::Notify);
+    m.fold(available("0.2.0", false), t(2000));
+    let progress = |downloaded, total| {
+        event(Event::UpdateProgress {
+            at: t(2),
+            new_version: "0.2.0".into(),
+            downloaded,
+            total,
+        })
+    };
+    assert!(m.fold(progress(400, Some(1000)), t(2100)).is_empty());
+    let u = m.view(t(2100)).update.unwrap();
+    assert_eq!(u.menu.as_deref(), Some("Downloading 0.2.0 · 40 %"));
+    assert_eq!(u.percent, Some(40));
+    assert_eq!(u.action, None, "nothing to click while it downloads");
+    m.fold(progress(400, None), t(2200));
+    assert_eq!(
+        m.view(t(2200)).update.unwrap().menu.as_deref(),
+        Some("Downloading 0.2.0…")
+    );
+    let n = m.fold(
+        event(Event::UpdateApplying {
+            at: t(3),
+            new_version: "0.2.0".into(),
+        }),
+        t(2300),
+    );
+    assert!(n.is_empty(), "the user asked for it or was told: {n:?}");
+    let u = m.view(t(2300)).update.unwrap();
+    assert_eq!(
+        u.menu.as_deref(),
+        Some("Updating to 0.2.0 — running jobs finish first")
+    );
+    assert_eq!(u.action, None);
+    // A progress line that arrives late does not take it back.
+    m.fold(progress(1000, Some(1000)), t(2400));
+    assert_eq!(m.view(t(2400)).update.unwrap().state, UpdateState::Applying);
+}
+
+#[test]
+fn updated_to_x_notifies_once_after_update_finished() {
+    let mut m = with_updater(UpdateMode::Auto);
+    m.fold(available("0.2.0", true), t(2000));
+    m.fold(
+        event(Event::UpdateApplying {
+            at: t(3),
+            new_version: "0.2.0".into(),
+        }),
+        t(2100),
+    );
+    // The service restarts: the stream ends, the new service answers.
+    m.fold(Input::Lost(Disconnect::Ended), t(3000));
+    m.fold(snapshot(status()), t(4000));
+    let updated = UpdateStatus {
+        current_version: "0.2.0".into(),
+        mode: UpdateMode::Auto,
+        install_kind: InstallKind::Portable,
+        state: UpdateState::Updated,
+        previous_version: Some("0.1.0".into()),
+        ..UpdateStatus::default()
+    };
+    let n = m.fold(Input::Update(Box::new(updated.clone())), t(4100));
+    assert_eq!(n.len(), 1, "{n:?}");
+    assert_eq!(n[0].kind, NoticeKind::UpdateFinished);
+    assert_eq!(n[0].title, "Updated to 0.2.0");
+    assert!(n[0].body.contains("it ran 0.1.0"), "{}", n[0].body);
+    let finished = event(Event::UpdateFinished {
+        at: t(5),
+        previous_version: "0.1.0".into(),
+        new_version: "0.2.0".into(),
+    });
+    assert!(m.fold(finished.clone(), t(4200)).is_empty(), "once");
+    m.fold(Input::Lost(Disconnect::Ended), t(5000));
+    m.fold(snapshot(status()), t(6000));
+    assert!(m.fold(Input::Update(Box::new(updated)), t(6100)).is_empty());
+    let u = m.view(t(6100)).update.unwrap();
+    assert_eq!(u.menu, None);
+    assert_eq!(u.words, "Updated to 0.2.0 (from 0.1.0)");
+    assert_eq!(m.about("0.2.0"), "About runner-manager 0.2.0");
+
+    // The event alone (the first watcher after the restart) notifies too.
+    let mut m = with_updater(UpdateMode::Auto);
+    let n = m.fold(finished, t(2000));
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0].title, "Updated to 0.2.0");
+    assert_eq!(m.service_version(), Some("0.2.0"));
+}
+
+#[test]
+fn an_update_from_before_the_tray_started_is_shown_not_notified() {
+    let mut m = connected(status());
+    let old = UpdateStatus {
+        current_version: "0.2.0".into(),
+        mode: UpdateMode::Auto,
+        install_kind: InstallKind::Deb,
+        state: UpdateState::Updated,
+        previous_version: Some("0.1.0".into()),
+        ..UpdateStatus::default()
+    };
+    assert!(m.fold(Input::Update(Box::new(old)), t(1500)).is_empty());
+    let mut m = connected(status());
+    let waiting = UpdateStatus {
+        current_version: "0.1.0".into(),
+        mode: UpdateMode::Notify,
+        install_kind: InstallKind::Deb,
+        state: UpdateState::Available,
+        available_version: Some("0.2.0".into()),
+        ..UpdateStatus::default()
+    };
+    assert!(m.fold(Input::Update(Box::new(waiting)), t(1500)).is_empty());
+    assert_eq!(
+        m.view(t(1500)).update.unwrap().menu.as_deref(),
+        Some("Update to 0.2.0…"),
+        "but the menu offers it"
+    );
+}
+
+#[test]
+fn a_failed_update_notifies_once_with_the_service_fix_and_offers_a_retry() {
+    let mut m = with_updater(UpdateMode::Notify);
+    m.fold(available("0.2.0", false), t(2000));
+    let failed = event(Event::UpdateFailed {
+        at: t(3),
+        new_version: Some("0.2.0".into()),
+        reason: "runner-manager-0.2.0-linux-x86_64.tar.gz: the signature does not verify".into(),
+        fix: "nothing was changed; the release is not tried again by itself: check the release, \
+              then retry with `runner-manager update`"
+            .into(),
+    });
+    let n = m.fold(failed.clone(), t(2100));
+    assert_eq!(n.len(), 1, "{n:?}");
+    assert_eq!(n[0].kind, NoticeKind::UpdateFailed);
+    assert_eq!(n[0].title, "Update to 0.2.0 failed");
+    assert!(
+        n[0].body.starts_with(
+            "runner-manager-0.2.0-linux-x86_64.tar.gz: the signature does not verify. \
+             Nothing was changed; the release is not tried again by itself"
+        ),
+        "{}",
+        n[0].body
+    );
+    let u = m.view(t(2100)).update.unwrap();
+    assert_eq!(
+        u.menu.as_deref(),
+        Some("Update to 0.2.0 failed — try again…")
+    );
+    assert_eq!(u.action, Some(UpdateAction::Apply));
+    assert!(u
+        .fix
+        .unwrap()
+        .ends_with("retry with `runner-manager update`."));
+    assert!(u.words.contains("signature does not verify"), "{}", u.words);
+    assert!(m.fold(failed, t(2200)).is_empty(), "once");
+    // A reconnect reads the same failure from the status: not again.
+    m.fold(Input::Lost(Disconnect::Ended), t(3000));
+    m.fold(snapshot(status()), t(4000));
+    let same = UpdateStatus {
+        current_version: "0.1.0".into(),
+        mode: UpdateMode::Notify,
+        install_kind: InstallKind::Portable,
+        state: UpdateState::Failed,
+        available_version: Some("0.2.0".into()),
+        message: Some(
+            "runner-manager-0.2.0-linux-x86_64.tar.gz: the signature does not verify".into(),
+        ),
+        fix: Some("it is not applied again by itself".into()),
+        ..UpdateStatus::default()
+    };
+    assert!(m.fold(Input::Update(Box::new(same)), t(4100)).is_empty());
+
+    // A rollback across the restart (no event: the service that failed is gone) notifies.
+    let mut m = with_updater(UpdateMode::Auto);
+    m.fold(available("0.2.0", true), t(2000));
+    m.fold(Input::Lost(Disconnect::Ended), t(3000));
+    m.fold(snapshot(status()), t(4000));
+    let rolled_back = UpdateStatus {
+        current_version: "0.1.0".into(),
+        mode: UpdateMode::Auto,
+        install_kind: InstallKind::Portable,
+        state: UpdateState::Failed,
+        available_version: Some("0.2.0".into()),
+        message: Some("runner-manager 0.2.0 did not answer its version within 30 s".into()),
+        fix: Some("retry with `runner-manager update`".into()),
+        ..UpdateStatus::default()
+    };
+    let n = m.fold(Input::Update(Box::new(rolled_back)), t(4100));
+    assert_eq!(n.len(), 1, "{n:?}");
+    assert!(n[0].body.contains("did not answer"), "{}", n[0].body);
+}
+
+#[test]
+fn update_events_without_the_status_still_show() {
+    // An older service without `GET /v1/update`, or events before its answer.
+    let mut m = connected(status());
+    let n = m.fold(available("0.2.0", false), t(2000));
+    assert_eq!(n.len(), 1);
+    let u = m.view(t(2000)).update.unwrap();
+    assert_eq!(u.menu.as_deref(), Some("Update to 0.2.0…"));
+    assert_eq!(u.mode, None, "not known without the status");
+}

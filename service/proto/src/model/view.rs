@@ -100,6 +100,9 @@ pub struct View {
     /// `Some(login)` when signed in.
     pub signed_in_as: Option<String>,
     pub paused: bool,
+    /// The service's updater, when it said anything (a menu item while an update is
+    /// available, downloading, applying or failed).
+    pub update: Option<super::UpdateView>,
 }
 
 /// Runners that are live, oldest first.
@@ -188,6 +191,7 @@ impl Model {
                 runners: Vec::new(),
                 signed_in_as: None,
                 paused: false,
+                update: None,
             }
         };
         match &self.connection {
@@ -283,6 +287,7 @@ impl Model {
             runners,
             signed_in_as,
             paused: status.paused,
+            update: self.updates.view(),
         }
     }
 
