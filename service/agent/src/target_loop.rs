@@ -299,15 +299,18 @@ where
         self.exit.notify_one();
     }
 
-    /// The retired loop's drain: until nothing of this target is active; a shutdown meanwhile
-    /// bounds what is left by the drain deadline.
+    /// The retired loop's drain: until nothing of this target is active or left to clean; a
+    /// shutdown meanwhile bounds what is left by the drain deadline.
     async fn drain_retired(&self, mut shutdown: watch::Receiver<bool>) -> DrainReport {
         loop {
             if *shutdown.borrow() {
                 break;
             }
             let report = self.pass().await;
-            if report.active_owned == 0 {
+            // Nothing active is not enough: a finished runner's registration and directory
+            // are still this loop's to clean, and once it returns nobody would until the next
+            // start.
+            if report.active_owned == 0 && self.nothing_left_to_clean().await {
                 let done = DrainReport {
                     remaining: 0,
                     timed_out: false,
@@ -375,6 +378,22 @@ where
     /// `quiet = false` before reserving an attempt.
     pub(crate) fn note_quiet(&self, own: &[PolicyId], quiet: bool) {
         *locked(&self.quiet_since) = quiet.then(|| (self.now(), own.to_vec()));
+    }
+
+    /// No attempt of this loop's policies is uncleaned, by the journal's word (an unreadable
+    /// journal says no).
+    async fn nothing_left_to_clean(&self) -> bool {
+        let own = self.policy_ids();
+        if self.known_quiet(&own) {
+            return true;
+        }
+        match self.ports.journal.uncleaned_attempts_of(&own).await {
+            Ok(left) => !left.iter().any(|a| own.contains(&a.policy_id())),
+            Err(e) => {
+                tracing::warn!(gh_target = %self.target, error = %e, "attempts unreadable");
+                false
+            }
+        }
     }
 
     /// This target's attempts holding a slot, from the journal.

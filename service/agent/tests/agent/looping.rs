@@ -1,7 +1,7 @@
 //! The loop: exit notifications, shutdown and the drain deadline.
 
 use crate::support::*;
-use rm_agent::{AgentEvent, Clock, DrainReport, EventKind, RunnerStatus};
+use rm_agent::{AgentEvent, Clock, DrainReport, EventKind, RunnerStatus, ScrubError};
 use rm_core::{AttemptState, Evidence, Outcome};
 use std::sync::Arc;
 use std::time::Duration;
@@ -224,6 +224,75 @@ async fn a_retired_target_starts_nothing_and_ends_once_its_runner_is_cleaned() {
     assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
     assert!(stored.is_cleaned());
     assert_eq!(h.github.jit_calls(), 0);
+}
+
+#[tokio::test]
+async fn a_retired_target_whose_directory_is_not_removed_yet_ends_only_once_it_is_cleaned() {
+    let mut h = Harness::new();
+    let (a, p) = h.seed("retirestuck", AttemptState::Busy);
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    // The first removal of its directory fails (a file still held open, say).
+    h.host
+        .state
+        .lock()
+        .unwrap()
+        .scrub_script
+        .push_back(ScrubError {
+            retryable: true,
+            detail: "directory busy".into(),
+        });
+    let lp = Arc::new(h.make_loop(target()));
+    let (_stop_tx, stop_rx) = watch::channel(false);
+    let runner = {
+        let lp = lp.clone();
+        tokio::spawn(async move { lp.run(stop_rx).await })
+    };
+    wait_for(&mut h.events, |e| {
+        matches!(e, EventKind::PassCompleted { .. })
+    })
+    .await;
+    h.journal.state.lock().unwrap().policies.clear();
+    lp.retire();
+
+    // The job ends: the runner is concluded (nothing active any more) but its directory
+    // stays; the retired loop keeps it, and does not end.
+    h.host.kill(p.unwrap());
+    h.github.unlist(a.runner_name());
+    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    lp.wake();
+    wait_for(&mut h.events, |e| {
+        matches!(e, EventKind::CleanupDeferred { .. })
+    })
+    .await;
+    for _ in 0..2 {
+        lp.wake();
+        wait_for(&mut h.events, |e| {
+            matches!(
+                e,
+                EventKind::PassCompleted {
+                    active_owned: 0,
+                    ..
+                }
+            )
+        })
+        .await;
+    }
+    assert!(
+        !runner.is_finished(),
+        "the loop ended with its runner's directory left to nobody"
+    );
+    assert!(!h.journal.attempt(a.id()).is_cleaned());
+
+    // The retry is due: the directory goes, then the loop ends by itself.
+    h.clock.advance(Duration::from_secs(60));
+    lp.wake();
+    let drained = tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .expect("the loop ends once its runner is cleaned")
+        .unwrap();
+    assert_eq!(drained.remaining, 0);
+    assert!(h.journal.attempt(a.id()).is_cleaned());
 }
 
 #[tokio::test]
