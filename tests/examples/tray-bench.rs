@@ -17,6 +17,15 @@ fn proc_field(pid: u32, file: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default()
 }
 
+/// A `Name:   N kB` field of `/proc/<pid>/smaps_rollup`.
+fn rollup_kib(pid: u32, field: &str) -> u64 {
+    proc_field(pid, "smaps_rollup")
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn rss_kib(pid: u32) -> u64 {
     proc_field(pid, "status")
         .lines()
@@ -90,6 +99,9 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(idle_secs)).await;
     let idle_cpu = (cpu_ticks(pid) - cpu0) as f64 / ticks_per_sec / t0.elapsed().as_secs_f64();
     let rss = rss_kib(pid);
+    // What the tray itself dirtied, apart from file pages of the binary and the libraries.
+    let private_dirty = rollup_kib(pid, "Private_Dirty");
+    let pss = rollup_kib(pid, "Pss");
 
     // Service event → menu updated: pause/resume, timed until the menu's header says so.
     let mut lat = Vec::new();
@@ -121,7 +133,12 @@ async fn main() {
     }
     lat.sort_by(|a, b| a.total_cmp(b));
 
-    println!("tray figures ({events} events, {idle_secs} s idle window, debug build)");
+    let which = if exe.is_some() {
+        "the given binary"
+    } else {
+        "debug build"
+    };
+    println!("tray figures ({events} events, {idle_secs} s idle window, {which})");
     println!(
         "  start → tray registered:            {:.0} ms",
         registered.as_secs_f64() * 1000.0
@@ -129,6 +146,11 @@ async fn main() {
     println!(
         "  RSS, no window open:                {:.1} MiB",
         rss as f64 / 1024.0
+    );
+    println!(
+        "    of which private dirty (heap, stacks, relocated data): {:.1} MiB; PSS {:.1} MiB",
+        private_dirty as f64 / 1024.0,
+        pss as f64 / 1024.0
     );
     println!(
         "  CPU while idle:                     {:.3} % of one core",
