@@ -72,12 +72,19 @@ in_root dpkg --listfiles runner-manager | grep -qx /usr/bin/runner-manager || fa
 # (grep reads all of the listing: `grep -q` would end dpkg-deb early, which pipefail reports.)
 if dpkg-deb --contents "$deb" | grep -c usr/bin/runner-manager-tray >/dev/null; then
     check_mode /usr/bin/runner-manager-tray 755 root:root
+    check_mode /usr/bin/runner-manager-window 755 root:root
     check_mode /usr/share/applications/runner-manager.desktop 644 root:root
     in_root ls /usr/share/icons/hicolor | grep -q x || fail "no hicolor icons"
     # Its libraries all resolve from the package's dependencies (nothing it needs is missing
     # from the Depends line).
-    if in_root ldd /usr/bin/runner-manager-tray | grep 'not found'; then
-        fail "the tray needs libraries its package does not depend on"
+    for b in runner-manager-tray runner-manager-window; do
+        if in_root ldd "/usr/bin/$b" | grep 'not found'; then
+            fail "$b needs libraries its package does not depend on"
+        fi
+    done
+    # The resident tray links no web engine (the windows' process does).
+    if in_root ldd /usr/bin/runner-manager-tray | grep -c -e webkit -e javascriptcore >/dev/null; then
+        fail "runner-manager-tray links a web engine: it stays resident and must stay small"
     fi
     # The tray icon's library is loaded at run time, so ldd cannot vouch for it.
     in_root sh -c 'ls /usr/lib/*/libayatana-appindicator3.so.1 /usr/lib/*/libappindicator3.so.1 2>/dev/null' |

@@ -5,6 +5,7 @@
 #   libsoup-3.0-dev libssl-dev libxdo-dev file   the tray app (Tauri 2: WebKitGTK, tray, menus)
 #   xvfb xauth dbus-x11 at-spi2-core fonts-dejavu-core   the tray tests' headless X session
 #   python3-dbus python3-gi       the tests' fake tray host and notification server (tests/tray)
+#   python3-xlib                  closes a window as a window manager would (tests/tray)
 #   webkit2gtk-driver             WebKitWebDriver: the tests drive the tray's windows
 #   xdotool imagemagick libglib2.0-bin   window lookups, screenshots, `gio launch` (autostart)
 #   minisign                      signs releases (scripts/release.sh) and the update tests' releases
@@ -13,7 +14,7 @@ APT_PACKAGES=(build-essential pkg-config libdbus-1-dev dbus gnome-keyring libsec
     libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev
     libsoup-3.0-dev libssl-dev libxdo-dev file
     xvfb xauth dbus-x11 at-spi2-core fonts-dejavu-core
-    python3-dbus python3-gi webkit2gtk-driver
+    python3-dbus python3-gi python3-xlib webkit2gtk-driver
     xdotool imagemagick libglib2.0-bin minisign)
 
 ensure_build_deps() {

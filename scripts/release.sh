@@ -86,7 +86,8 @@ sed -i "/^\[workspace.package\]/,/^\[/ s/^version = \".*\"/version = \"$version\
 # outputs are never overwritten by the release's.
 export CARGO_BUILD_BUILD_DIR="${CARGO_TARGET_DIR:-/var/tmp/runner-manager-target}"
 export CARGO_TARGET_DIR="$work/target"
-# The tray (src-tauri, binary runner-manager-tray), once it is a workspace member.
+# The tray (src-tauri: binaries runner-manager-tray and runner-manager-window), once it is a
+# workspace member.
 tray_pkg=""
 if [[ -f $src/src-tauri/Cargo.toml ]] &&
     (cd "$src" && cargo metadata --format-version 1 --no-deps --offline) | grep -q '/src-tauri#'; then
@@ -103,7 +104,7 @@ else
     # Shipped stripped, as Debian's packages are (debug info is not for users' disks).
     bindir="$work/bin"
     mkdir -p "$bindir"
-    for b in runner-manager runner-manager-tray; do
+    for b in runner-manager runner-manager-tray runner-manager-window; do
         [[ -x $CARGO_TARGET_DIR/release/$b ]] || continue
         cp "$CARGO_TARGET_DIR/release/$b" "$bindir/$b"
         strip --strip-unneeded "$bindir/$b"
@@ -124,9 +125,14 @@ epoch=$(cd "$repo" && git log -1 --format=%ct 2>/dev/null || date +%s)
 # Tray parts, when the tray is part of this checkout.
 tray_bin=""
 [[ -n $tray_pkg && -x "$bindir/runner-manager-tray" ]] && tray_bin="$bindir/runner-manager-tray"
+if [[ -n $tray_bin && ! -x "$bindir/runner-manager-window" ]]; then
+    echo "release.sh: runner-manager-window (the tray's windows) was not built" >&2
+    exit 1
+fi
 install_desktop() { # $1 = prefix (usr, or the portable root)
     [[ -n $tray_bin ]] || return 0
     install -D -m 0755 "$tray_bin" "$1/bin/runner-manager-tray"
+    install -D -m 0755 "$bindir/runner-manager-window" "$1/bin/runner-manager-window"
     install -D -m 0644 "$src/installer/desktop/runner-manager.desktop" "$1/share/applications/runner-manager.desktop"
     for icon in "$src"/icons/*x*.png; do
         [[ -e $icon ]] || continue
@@ -167,7 +173,7 @@ for s in postinst prerm postrm; do install -m 0755 "$src/installer/debian/$s" "$
 mkdir -p "$work/shlibs/debian"
 printf 'Source: runner-manager\n\nPackage: runner-manager\nArchitecture: any\n' > "$work/shlibs/debian/control"
 bins=("$deb/usr/bin/runner-manager")
-[[ -n $tray_bin ]] && bins+=("$deb/usr/bin/runner-manager-tray")
+[[ -n $tray_bin ]] && bins+=("$deb/usr/bin/runner-manager-tray" "$deb/usr/bin/runner-manager-window")
 shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O "${bins[@]}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 size_kb=$(du -sk --exclude=DEBIAN "$deb" | cut -f1)
 # The tray loads the StatusNotifierItem library at run time (dlopen), so dpkg-shlibdeps cannot

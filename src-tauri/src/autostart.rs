@@ -1,22 +1,48 @@
-//! Start at login, through the autostart plugin (auto-launch). On Linux auto-launch writes
-//! `Exec=<path> <args>` unquoted into `$HOME/.config/autostart/<name>.desktop`, so an install path
-//! with a space would not start: after enabling, the entry's `Exec=` is rewritten with the
-//! quoting the Desktop Entry specification asks for.
+//! Start at login, through auto-launch (what Tauri's autostart plugin wraps; used directly
+//! because the icon process is not a Tauri app, and the dashboard, in the windows' process,
+//! changes the same entry). The entry always starts the icon process. On Linux auto-launch
+//! writes `Exec=<path> <args>` unquoted into `$HOME/.config/autostart/<name>.desktop`, so an
+//! install path with a space would not start: after enabling, the entry's `Exec=` is rewritten
+//! with the quoting the Desktop Entry specification asks for.
 
 use crate::service::CommandError;
-use tauri::AppHandle;
-use tauri_plugin_autostart::ManagerExt;
+use auto_launch::{AutoLaunch, AutoLaunchBuilder};
+use std::path::{Path, PathBuf};
 
 /// The entry's name (`runner-manager-tray.desktop` on Linux).
 pub const APP_NAME: &str = "runner-manager-tray";
 /// The argument the entry starts the tray with.
 pub const ARG: &str = "--autostart";
 
-pub fn is_enabled(app: &AppHandle) -> bool {
-    app.autolaunch().is_enabled().unwrap_or(false)
+/// The icon process's binary, whichever of the two binaries asks.
+fn tray_exe() -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    if exe.file_name() == Some(crate::exe_name(crate::TRAY_BIN).as_ref()) {
+        return Ok(exe);
+    }
+    crate::sibling(crate::TRAY_BIN)
 }
 
-pub fn set(app: &AppHandle, on: bool) -> Result<(), CommandError> {
+fn entry(tray: &Path) -> Result<AutoLaunch, String> {
+    let mut builder = AutoLaunchBuilder::new();
+    builder
+        .set_app_name(APP_NAME)
+        .set_app_path(&tray.display().to_string())
+        .set_args(&[ARG]);
+    #[cfg(target_os = "macos")]
+    builder.set_macos_launch_mode(auto_launch::MacOSLaunchMode::LaunchAgent);
+    builder.build().map_err(|e| e.to_string())
+}
+
+pub fn is_enabled() -> bool {
+    tray_exe()
+        .ok()
+        .and_then(|t| entry(&t).ok())
+        .and_then(|e| e.is_enabled().ok())
+        .unwrap_or(false)
+}
+
+pub fn set(on: bool) -> Result<(), CommandError> {
     let fail = |e: String| {
         CommandError::new(
             "autostart_failed",
@@ -24,14 +50,14 @@ pub fn set(app: &AppHandle, on: bool) -> Result<(), CommandError> {
             "Check that your autostart folder (~/.config/autostart) is writable.",
         )
     };
+    let tray = tray_exe().map_err(|e| fail(e.to_string()))?;
+    let entry = entry(&tray).map_err(fail)?;
     if on {
-        app.autolaunch().enable().map_err(|e| fail(e.to_string()))?;
+        entry.enable().map_err(|e| fail(e.to_string()))?;
         #[cfg(target_os = "linux")]
-        quote_exec_line().map_err(|e| fail(e.to_string()))?;
+        quote_exec_line(&tray).map_err(|e| fail(e.to_string()))?;
     } else {
-        app.autolaunch()
-            .disable()
-            .map_err(|e| fail(e.to_string()))?;
+        entry.disable().map_err(|e| fail(e.to_string()))?;
     }
     tracing::info!(on, "start at login changed");
     Ok(())
@@ -50,9 +76,8 @@ pub fn desktop_file() -> Option<std::path::PathBuf> {
 }
 
 #[cfg(target_os = "linux")]
-fn quote_exec_line() -> std::io::Result<()> {
+fn quote_exec_line(exe: &Path) -> std::io::Result<()> {
     let path = desktop_file().ok_or_else(|| std::io::Error::other("no HOME"))?;
-    let exe = std::env::current_exe()?;
     let text = std::fs::read_to_string(&path)?;
     let exec = format!("Exec={} {ARG}", exec_arg(&exe.to_string_lossy()));
     let fixed: Vec<String> = text

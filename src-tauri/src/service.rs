@@ -1,4 +1,4 @@
-//! The tray's calls to the service: each connects through `rm-proto`'s client and turns a
+//! The tray's and the windows' calls to the service: each connects through `rm-proto`'s client and turns a
 //! failure into a coded error `{code, message, fix}` the windows show as they are.
 
 use crate::state::Shared;
@@ -6,7 +6,6 @@ use rm_proto::{
     Client, ClientError, ClientOptions, ErrorCode, TargetRef, TargetStatus, TargetUpdate,
 };
 use serde::Serialize;
-use tauri::{AppHandle, Manager};
 
 /// A failed call, for people: what went wrong and what to do.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -82,8 +81,8 @@ impl From<ClientError> for CommandError {
 }
 
 /// A client of the service the tray follows (or the first socket, before any connection).
-pub async fn client(app: &AppHandle) -> Result<Client, CommandError> {
-    client_with(app, ClientOptions::named("runner-manager tray")).await
+pub async fn client(shared: &Shared) -> Result<Client, CommandError> {
+    client_with(shared, ClientOptions::named("runner-manager tray")).await
 }
 
 /// How long an asked-for update may take to download and verify before the service answers
@@ -92,12 +91,12 @@ const APPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 6
 
 /// Asks the service to apply the available release now (`POST /v1/update {"apply": true}`),
 /// whatever its mode; answers once it is verified and being applied, or refused.
-pub async fn apply_update(app: &AppHandle) -> Result<rm_proto::UpdateStatus, CommandError> {
+pub async fn apply_update(shared: &Shared) -> Result<rm_proto::UpdateStatus, CommandError> {
     let options = ClientOptions {
         request_timeout: APPLY_TIMEOUT,
         ..ClientOptions::named("runner-manager tray")
     };
-    let client = client_with(app, options).await?;
+    let client = client_with(shared, options).await?;
     client
         .update(&rm_proto::UpdateRequest { apply: true })
         .await
@@ -114,8 +113,7 @@ pub async fn apply_update(app: &AppHandle) -> Result<rm_proto::UpdateStatus, Com
         })
 }
 
-async fn client_with(app: &AppHandle, options: ClientOptions) -> Result<Client, CommandError> {
-    let shared = app.state::<Shared>();
+async fn client_with(shared: &Shared, options: ClientOptions) -> Result<Client, CommandError> {
     let mut candidates = Vec::new();
     if let Some(s) = shared.socket() {
         candidates.push(s);

@@ -1,6 +1,5 @@
-//! The app's one state owner: the model folded from the watch stream, and what goes with it.
+//! A process's one state owner: the model folded from the watch stream, and what goes with it.
 
-use crate::relaunch::Exe;
 use rm_proto::model::{Model, ModelOptions};
 use rm_proto::UnixMillis;
 use std::path::PathBuf;
@@ -15,8 +14,6 @@ pub struct Shared {
     pub sockets: Vec<PathBuf>,
     /// Why there is no tray icon (no tray host on this desktop), when there is none.
     no_tray: Mutex<Option<String>>,
-    /// The tray's executable as it was at start (to see it replaced by an update).
-    pub exe: Option<Exe>,
     /// Wakes the follower to render again (after a local change such as an acknowledgement).
     pub poke: Notify,
 }
@@ -27,13 +24,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    pub fn new(sockets: Vec<PathBuf>, options: ModelOptions, exe: Option<Exe>) -> Self {
+    pub fn new(sockets: Vec<PathBuf>, options: ModelOptions) -> Self {
         Shared {
             model: Mutex::new(Model::new(UnixMillis::now(), options)),
             socket: Mutex::new(None),
             sockets,
             no_tray: Mutex::new(None),
-            exe,
             poke: Notify::new(),
         }
     }

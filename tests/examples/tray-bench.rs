@@ -102,6 +102,9 @@ async fn main() {
     // What the tray itself dirtied, apart from file pages of the binary and the libraries.
     let private_dirty = rollup_kib(pid, "Private_Dirty");
     let pss = rollup_kib(pid, "Pss");
+    // The windows are another process: the resident tray must not have loaded a web engine.
+    let maps = proc_field(pid, "maps");
+    let web_engine = maps.contains("webkit") || maps.contains("javascriptcore");
 
     // Service event → menu updated: pause/resume, timed until the menu's header says so.
     let mut lat = Vec::new();
@@ -151,6 +154,10 @@ async fn main() {
         "    of which private dirty (heap, stacks, relocated data): {:.1} MiB; PSS {:.1} MiB",
         private_dirty as f64 / 1024.0,
         pss as f64 / 1024.0
+    );
+    println!(
+        "    web engine (WebKit) mapped in the tray process: {}",
+        if web_engine { "yes" } else { "no" }
     );
     println!(
         "  CPU while idle:                     {:.3} % of one core",

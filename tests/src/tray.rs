@@ -51,10 +51,13 @@ pub fn missing_pieces() -> Result<(), String> {
         }
     }
     let py = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", "import dbus, gi"])
+        .args(["-c", "import dbus, gi, Xlib"])
         .output();
     if !py.map(|o| o.status.success()).unwrap_or(false) {
-        missing.push("/usr/bin/python3 with dbus and gi (python3-dbus python3-gi)".to_owned());
+        missing.push(
+            "/usr/bin/python3 with dbus, gi and Xlib (python3-dbus python3-gi python3-xlib)"
+                .to_owned(),
+        );
     }
     if missing.is_empty() {
         Ok(())

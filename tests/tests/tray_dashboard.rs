@@ -33,7 +33,7 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
     let socket = d.socket.display().to_string();
     let driver = Driver::launch(
         &s,
-        &bin("runner-manager-tray"),
+        &bin("runner-manager-window"),
         &["--socket", &socket, "--show", "dashboard"],
         &s.home.path().join("tray.log"),
     )

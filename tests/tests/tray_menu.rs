@@ -135,8 +135,16 @@ async fn the_menu_follows_the_service_through_every_state_and_its_items_act() {
         m.header() == "Idle · 1 target"
     })
     .await;
-    let windows = s.windows().await;
-    assert!(windows.iter().any(|w| w == "runner-manager"), "{windows:?}");
+    // The dashboard is its own process, started by the click.
+    let start = std::time::Instant::now();
+    while !s.windows().await.iter().any(|w| w == "runner-manager") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no dashboard: {:?}",
+            s.windows().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Pause launching: the service reports it paused.
     s.click("Pause launching").await;

@@ -31,15 +31,41 @@ async fn until_windows(s: &mut Session, what: &str, check: impl Fn(&[String]) ->
     }
 }
 
-/// The tray binary at a path with a space (a hard link when it can be, else a copy).
+/// The `runner-manager-window` processes whose parent is `parent`.
+fn window_processes(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid …` (comm may hold spaces and parentheses).
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let named = Path::new(&*String::from_utf8_lossy(argv0))
+            .file_name()
+            .is_some_and(|n| n == "runner-manager-window");
+        if named && ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The tray's two binaries at a path with a space (hard links when they can be, else copies).
 fn installed_with_a_space(root: &Path) -> PathBuf {
     let dir = root.join("Runner Manager");
     std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("runner-manager-tray");
-    if std::fs::hard_link(bin("runner-manager-tray"), &exe).is_err() {
-        std::fs::copy(bin("runner-manager-tray"), &exe).unwrap();
+    for name in ["runner-manager-tray", "runner-manager-window"] {
+        if std::fs::hard_link(bin(name), dir.join(name)).is_err() {
+            std::fs::copy(bin(name), dir.join(name)).unwrap();
+        }
     }
-    exe
+    dir.join("runner-manager-tray")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,6 +184,15 @@ async fn a_second_launch_exits_and_the_first_shows_its_dashboard() {
     })
     .await;
     assert!(!s.windows().await.iter().any(|w| w == "runner-manager"));
+    // The resident tray links no web engine: the windows are another process.
+    let tray_pid = first.id().unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{tray_pid}/maps")).unwrap();
+    assert!(
+        !maps.contains("webkit") && !maps.contains("javascriptcore"),
+        "the tray process maps a web engine"
+    );
+    assert!(maps.contains("libgtk-3"), "the maps were read: {maps:.300}");
+    assert!(window_processes(tray_pid).is_empty());
     let log2 = s.home.path().join("tray2.log");
     let second = s
         .tray(None, &["--socket", &sock], &log2)
@@ -182,6 +217,36 @@ async fn a_second_launch_exits_and_the_first_shows_its_dashboard() {
         first.try_wait().unwrap().is_none(),
         "the first instance runs on"
     );
+    assert_eq!(
+        window_processes(tray_pid).len(),
+        1,
+        "the dashboard is the first tray's child process"
+    );
+    // Closing the last window ends the windows' process; the tray runs on. (A close sent
+    // while the window is still being set up can be lost, as a click would: sent again.)
+    let start = Instant::now();
+    let mut sent = None::<Instant>;
+    while !window_processes(tray_pid).is_empty() {
+        if sent.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
+            let closed = s
+                .cmd(json!({"cmd": "close", "window": "runner-manager"}))
+                .await;
+            assert!(closed.get("closed").is_some() || sent.is_some(), "{closed}");
+            sent = Some(Instant::now());
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            panic!(
+                "the windows' process did not end with its last window; windows {:?}",
+                s.windows().await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    until_windows(&mut s, "the dashboard closed", |w| {
+        !w.iter().any(|n| n == "runner-manager")
+    })
+    .await;
+    assert!(first.try_wait().unwrap().is_none(), "the tray runs on");
     let items = s.cmd(json!({"cmd": "items"})).await;
     assert_eq!(items["items"].as_array().unwrap().len(), 1, "{items}");
     s.click("Quit tray").await;
@@ -225,7 +290,11 @@ fn portable_install(prefix: &Path) -> PathBuf {
         r#"{"kind": "portable", "version": "0.0.0", "files": []}"#,
     )
     .unwrap();
-    for name in ["runner-manager-tray", "runner-manager"] {
+    for name in [
+        "runner-manager-tray",
+        "runner-manager-window",
+        "runner-manager",
+    ] {
         if std::fs::hard_link(bin(name), bin_dir.join(name)).is_err() {
             std::fs::copy(bin(name), bin_dir.join(name)).unwrap();
         }

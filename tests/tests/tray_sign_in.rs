@@ -55,7 +55,7 @@ async fn open_window(s: &Session, d: &Daemon) -> Driver {
     let socket = d.socket.display().to_string();
     Driver::launch(
         s,
-        &bin("runner-manager-tray"),
+        &bin("runner-manager-window"),
         &["--socket", &socket, "--show", "sign-in"],
         &s.home.path().join("tray.log"),
     )
@@ -94,6 +94,18 @@ async fn signing_in_through_the_window_leaves_the_credential_in_the_secret_servi
         &[("DBUS_SESSION_BUS_ADDRESS", &s.bus)],
     )
     .await;
+    // The tray (icon process) raises the notifications; the window is its own process.
+    let socket = d.socket.display().to_string();
+    let _tray = s
+        .tray(
+            None,
+            &["--socket", &socket],
+            &s.home.path().join("icon.log"),
+        )
+        .spawn()
+        .unwrap();
+    s.until_menu("the tray connected", |m| m.header() == "Signed out")
+        .await;
     let driver = open_window(&s, &d).await;
     let code = user_code(&driver).await;
     let open = driver.text("#open").await;

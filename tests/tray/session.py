@@ -188,6 +188,21 @@ class Session:
                 target = found[-1]
             subprocess.run(["/usr/bin/import", "-window", target, cmd["path"]], check=True, timeout=30)
             return {"path": cmd["path"]}
+        if c == "close":
+            # What a window manager does for the close button: WM_DELETE_WINDOW to the window.
+            found = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "^" + cmd["window"] + "$"],
+                                   capture_output=True, text=True, timeout=10).stdout.split()
+            if not found:
+                return {"error": f"no window named {cmd['window']!r}"}
+            from Xlib import X, display, protocol
+            d = display.Display()
+            w = d.create_resource_object("window", int(found[-1]))
+            ev = protocol.event.ClientMessage(window=w, client_type=d.intern_atom("WM_PROTOCOLS"),
+                                              data=(32, [d.intern_atom("WM_DELETE_WINDOW"), X.CurrentTime, 0, 0, 0]))
+            w.send_event(ev, event_mask=X.NoEventMask)
+            d.flush()
+            d.close()
+            return {"closed": found[-1]}
         if c == "windows":
             out = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "."],
                                  capture_output=True, text=True, timeout=10)

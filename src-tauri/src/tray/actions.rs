@@ -2,46 +2,46 @@
 //! when the service reports it on the watch stream. A refused change raises a notification
 //! with the reason and the fix.
 
-use crate::service::{self, CommandError};
-use crate::windows::{self, Window};
-use crate::{autostart, notify, render};
+use crate::app::App;
+use crate::{notify, windows};
 use rm_proto::{TargetKind, TargetRef, TargetUpdate};
-use tauri::AppHandle;
-use tauri_plugin_opener::OpenerExt;
+use rm_tray::autostart;
+use rm_tray::link::Window;
+use rm_tray::service::{self, CommandError};
 
-pub fn menu(app: &AppHandle, id: &str) {
+pub fn menu(app: &App, id: &str) {
     tracing::info!(item = id, "tray menu item clicked");
     match id {
-        "dashboard" => windows::show(app, Window::Dashboard, None),
-        "add-target" => windows::show(app, Window::Dashboard, Some("add".to_owned())),
-        "about" => windows::show(app, Window::Dashboard, Some("about".to_owned())),
-        "update-info" => windows::show(app, Window::Dashboard, Some("update".to_owned())),
+        "dashboard" => windows::open(app, Window::Dashboard, None),
+        "add-target" => windows::open(app, Window::Dashboard, Some("add".to_owned())),
+        "about" => windows::open(app, Window::Dashboard, Some("about".to_owned())),
+        "update-info" => windows::open(app, Window::Dashboard, Some("update".to_owned())),
         "update" => {
             let app = app.clone();
-            tauri::async_runtime::spawn(async move {
+            app.clone().spawn(async move {
                 // The outcome shows through the stream's update events (and the model's
                 // notices); only a refused request is told here.
-                if let Err(e) = service::apply_update(&app).await {
+                if let Err(e) = service::apply_update(&app.shared).await {
                     notify::error(&app, "The update was not started", &e);
                 }
-                render::all(&app);
+                app.render();
             });
         }
-        "sign-in" => windows::show(app, Window::SignIn, None),
+        "sign-in" => windows::open(app, Window::SignIn, None),
         "quit" => {
             tracing::info!("quitting the tray; the service keeps serving jobs");
-            app.exit(0);
+            app.exit();
         }
         "autostart" => {
-            let on = !autostart::is_enabled(app);
-            if let Err(e) = autostart::set(app, on) {
+            let on = !autostart::is_enabled();
+            if let Err(e) = autostart::set(on) {
                 notify::error(app, "Start at login was not changed", &e);
             }
-            render::all(app);
+            app.render();
         }
         "install-service" => {
             let app = app.clone();
-            tauri::async_runtime::spawn(async move {
+            app.clone().spawn(async move {
                 let Some(service) = crate::first_run::portable_service() else {
                     return;
                 };
@@ -53,18 +53,18 @@ pub fn menu(app: &AppHandle, id: &str) {
                     ),
                     Err(e) => notify::error(&app, "The service was not installed", &e),
                 }
-                render::all(&app);
+                app.render();
             });
         }
         "pause" | "resume" | "sign-out" => {
             let app = app.clone();
             let id = id.to_owned();
-            tauri::async_runtime::spawn(async move {
+            app.clone().spawn(async move {
                 if let Err(e) = service_action(&app, &id).await {
                     notify::error(&app, "runner-manager could not do that", &e);
                 }
                 // The check state GTK toggled on click must follow the service again.
-                render::all(&app);
+                app.render();
             });
         }
         _ => {
@@ -73,19 +73,19 @@ pub fn menu(app: &AppHandle, id: &str) {
             } else if let Some(rest) = id.strip_prefix("target:") {
                 let app = app.clone();
                 let rest = rest.to_owned();
-                tauri::async_runtime::spawn(async move {
+                app.clone().spawn(async move {
                     if let Err(e) = toggle_target(&app, &rest).await {
                         notify::error(&app, "The target was not changed", &e);
                     }
-                    render::all(&app);
+                    app.render();
                 });
             }
         }
     }
 }
 
-async fn service_action(app: &AppHandle, id: &str) -> Result<(), CommandError> {
-    let client = service::client(app).await?;
+async fn service_action(app: &App, id: &str) -> Result<(), CommandError> {
+    let client = service::client(&app.shared).await?;
     match id {
         "pause" => client.pause().await.map(|_| ())?,
         "resume" => client.resume().await.map(|_| ())?,
@@ -95,7 +95,7 @@ async fn service_action(app: &AppHandle, id: &str) -> Result<(), CommandError> {
     Ok(())
 }
 
-async fn toggle_target(app: &AppHandle, rest: &str) -> Result<(), CommandError> {
+async fn toggle_target(app: &App, rest: &str) -> Result<(), CommandError> {
     let (kind, name) = rest.split_once(':').unwrap_or(("", rest));
     let target = TargetRef::parse(name).map_err(|e| {
         CommandError::new(
@@ -116,15 +116,14 @@ async fn toggle_target(app: &AppHandle, rest: &str) -> Result<(), CommandError> 
         ));
     }
     let enabled = {
-        let shared = tauri::Manager::state::<crate::state::Shared>(app);
-        let model = shared.model();
+        let model = app.shared.model();
         model
             .status
             .as_ref()
             .and_then(|s| s.targets.iter().find(|t| t.target == target.name))
             .map(|t| t.enabled)
     };
-    let client = service::client(app).await?;
+    let client = service::client(&app.shared).await?;
     service::update_target(
         &client,
         &target,
@@ -137,10 +136,9 @@ async fn toggle_target(app: &AppHandle, rest: &str) -> Result<(), CommandError> 
     .map(|_| ())
 }
 
-fn open_job(app: &AppHandle, attempt: &str) {
+fn open_job(app: &App, attempt: &str) {
     let url = {
-        let shared = tauri::Manager::state::<crate::state::Shared>(app);
-        let model = shared.model();
+        let model = app.shared.model();
         model
             .status
             .as_ref()
@@ -148,9 +146,18 @@ fn open_job(app: &AppHandle, attempt: &str) {
             .and_then(|r| r.job.as_ref())
             .and_then(|j| j.html_url.clone())
     };
-    if let Some(url) = url.filter(|u| u.starts_with("https://") || u.starts_with("http://")) {
-        if let Err(error) = app.opener().open_url(&url, None::<&str>) {
-            tracing::warn!(%error, %url, "could not open the job's page");
-        }
+    if let Some(url) = url {
+        open_url(&url);
+    }
+}
+
+/// Opens a web page in the user's browser (http(s) only).
+pub fn open_url(url: &str) {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        tracing::warn!(%url, "not a web address; not opened");
+        return;
+    }
+    if let Err(error) = open::that_detached(url) {
+        tracing::warn!(%error, %url, "could not open the page");
     }
 }

@@ -1,34 +1,19 @@
-//! The app's windows: the dashboard and the sign-in window, opened (or focused) on demand.
+//! The windows: the dashboard and the sign-in window, opened (or focused) on demand.
 //! The pages keep nothing in webview storage, and nothing secret reaches them (the service
 //! never answers a token or a device code). Not incognito: on WebKitGTK an ephemeral context
 //! does not serve the app's own pages.
 
-use crate::state::Shared;
+use crate::Context;
+use rm_tray::link::{ToTray, Window};
+use rm_tray::state::Shared;
+use std::sync::atomic::Ordering;
 use tauri::{AppHandle, Emitter, Manager, WebviewUrl, WebviewWindowBuilder, WindowEvent};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Window {
-    Dashboard,
-    SignIn,
-}
-
-impl Window {
-    pub fn label(self) -> &'static str {
-        match self {
-            Window::Dashboard => "dashboard",
-            Window::SignIn => "sign-in",
-        }
-    }
-}
 
 /// Shows the window (creating it if needed); `anchor` scrolls the dashboard to a section or a
 /// failure.
 pub fn show(app: &AppHandle, which: Window, anchor: Option<String>) {
     if which == Window::Dashboard {
-        // Looking at the dashboard acknowledges the failures it lists.
-        let shared = app.state::<Shared>();
-        shared.model().acknowledge(rm_proto::UnixMillis::now());
-        shared.poke.notify_one();
+        acknowledge(app);
     }
     if let Some(window) = app.get_webview_window(which.label()) {
         let _ = window.unminimize();
@@ -68,32 +53,49 @@ pub fn show(app: &AppHandle, which: Window, anchor: Option<String>) {
     }
 }
 
+/// Looking at the dashboard acknowledges the failures it lists, here and in the icon process.
+pub fn acknowledge(app: &AppHandle) {
+    let shared = app.state::<Shared>();
+    shared.model().acknowledge(rm_proto::UnixMillis::now());
+    shared.poke.notify_one();
+    app.state::<Context>().tell_tray(ToTray::Acknowledge);
+}
+
 fn closed(app: &AppHandle, which: Window) {
-    match which {
-        Window::SignIn => {
-            // Closing the window cancels a sign-in still waiting for the code.
-            let waiting = app
-                .state::<Shared>()
-                .model()
-                .sign_in
-                .as_ref()
-                .is_some_and(|s| !s.state.is_final());
-            if waiting {
-                let app = app.clone();
-                tauri::async_runtime::spawn(async move {
-                    if let Ok(client) = crate::service::client(&app).await {
-                        if let Err(error) = client.cancel_sign_in().await {
-                            tracing::info!(%error, "could not cancel the sign-in");
-                        }
-                    }
-                });
-            }
-        }
-        Window::Dashboard => {
-            // Without a tray icon the dashboard is the app: closing it quits.
-            if app.state::<Shared>().no_tray().is_some() {
-                app.exit(0);
-            }
-        }
+    // Closing the window cancels a sign-in still waiting for the code; the process (whose
+    // last window this may be) ends once that is done.
+    if which != Window::SignIn {
+        return;
     }
+    let waiting = app
+        .state::<Shared>()
+        .model()
+        .sign_in
+        .as_ref()
+        .is_some_and(|s| !s.state.is_final());
+    if !waiting {
+        return;
+    }
+    app.state::<Context>()
+        .pending
+        .fetch_add(1, Ordering::SeqCst);
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        match rm_tray::service::client(&app.state::<Shared>()).await {
+            Ok(client) => {
+                if let Err(error) = client.cancel_sign_in().await {
+                    tracing::info!(%error, "could not cancel the sign-in");
+                }
+            }
+            Err(error) => tracing::info!(%error, "could not cancel the sign-in"),
+        }
+        let left = app
+            .state::<Context>()
+            .pending
+            .fetch_sub(1, Ordering::SeqCst)
+            - 1;
+        if left == 0 && app.webview_windows().is_empty() {
+            app.exit(0);
+        }
+    });
 }

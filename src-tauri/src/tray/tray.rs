@@ -2,22 +2,26 @@
 //! the one-line summary goes to the menu's header, and the short header to the label some
 //! panels draw beside the icon; elsewhere the tooltip carries the summary.
 
-use crate::autostart;
+use crate::app::App;
 use rm_proto::model::{TrayState, UpdateAction, View};
-use rm_proto::{RunnerState, Status, TargetState, TargetStatus};
-use std::sync::Mutex;
-use tauri::image::Image;
-use tauri::menu::{CheckMenuItem, IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
-use tauri::tray::{TrayIcon, TrayIconBuilder};
-use tauri::{AppHandle, Manager, Wry};
+use rm_proto::{RunnerState, Status, TargetState, TargetStatus, UnixMillis};
+use rm_tray::autostart;
+use tray_icon::menu::{CheckMenuItem, IsMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
+use tray_icon::{TrayIcon, TrayIconBuilder};
 
 pub const TRAY_ID: &str = "runner-manager";
+
+/// The icon on screen and what it shows (lives on the main loop).
+pub struct Icon {
+    tray: TrayIcon,
+    rendered: Rendered,
+}
 
 /// What is on screen now. An unchanged model changes nothing; a model whose menu has the same
 /// shape (the same items in the same places) updates the items' texts and checks in place, so
 /// item ids stay stable while the menu is open (elapsed times change every second).
 #[derive(Default)]
-pub struct Rendered {
+struct Rendered {
     icon: Option<TrayState>,
     menu: Vec<Line>,
     items: Vec<Handle>,
@@ -26,9 +30,9 @@ pub struct Rendered {
 
 /// A built item that may change in place.
 enum Handle {
-    Text(MenuItem<Wry>),
-    Check(CheckMenuItem<Wry>),
-    Sub(Submenu<Wry>),
+    Text(MenuItem),
+    Check(CheckMenuItem),
+    Sub(Submenu),
     Separator,
 }
 
@@ -83,22 +87,21 @@ fn flat(lines: &[Line]) -> Vec<&Line> {
 }
 
 /// Brings built items to `lines` (same shape) without rebuilding.
-fn update_in_place(handles: &[Handle], lines: &[Line]) -> tauri::Result<()> {
+fn update_in_place(handles: &[Handle], lines: &[Line]) {
     for (h, l) in handles.iter().zip(flat(lines)) {
         match (h, l) {
             (Handle::Text(item), Line::Text { text, enabled, .. }) => {
-                item.set_text(text)?;
-                item.set_enabled(*enabled)?;
+                item.set_text(text);
+                item.set_enabled(*enabled);
             }
             (Handle::Check(item), Line::Check { text, checked, .. }) => {
-                item.set_text(text)?;
-                item.set_checked(*checked)?;
+                item.set_text(text);
+                item.set_checked(*checked);
             }
-            (Handle::Sub(item), Line::Sub { text, .. }) => item.set_text(text)?,
+            (Handle::Sub(item), Line::Sub { text, .. }) => item.set_text(text),
             _ => {}
         }
     }
-    Ok(())
 }
 
 fn text(id: &str, text: impl Into<String>, enabled: bool) -> Line {
@@ -109,17 +112,42 @@ fn text(id: &str, text: impl Into<String>, enabled: bool) -> Line {
     }
 }
 
-fn icon(state: TrayState) -> Option<Image<'static>> {
+fn icon(state: TrayState) -> Option<tray_icon::Icon> {
     let bytes: &'static [u8] = match state.icon() {
-        "idle" => include_bytes!("../../icons/tray/idle@2x.png"),
-        "busy" => include_bytes!("../../icons/tray/busy@2x.png"),
-        "paused" => include_bytes!("../../icons/tray/paused@2x.png"),
-        "attention" => include_bytes!("../../icons/tray/attention@2x.png"),
-        "signed-out" => include_bytes!("../../icons/tray/signed-out@2x.png"),
-        "not-allowed" => include_bytes!("../../icons/tray/not-allowed@2x.png"),
-        _ => include_bytes!("../../icons/tray/down@2x.png"),
+        "idle" => include_bytes!("../../../icons/tray/idle@2x.png"),
+        "busy" => include_bytes!("../../../icons/tray/busy@2x.png"),
+        "paused" => include_bytes!("../../../icons/tray/paused@2x.png"),
+        "attention" => include_bytes!("../../../icons/tray/attention@2x.png"),
+        "signed-out" => include_bytes!("../../../icons/tray/signed-out@2x.png"),
+        "not-allowed" => include_bytes!("../../../icons/tray/not-allowed@2x.png"),
+        _ => include_bytes!("../../../icons/tray/down@2x.png"),
     };
-    Image::from_bytes(bytes).ok()
+    match decode_png(bytes) {
+        Ok((rgba, width, height)) => tray_icon::Icon::from_rgba(rgba, width, height).ok(),
+        Err(error) => {
+            tracing::warn!(%error, "an icon did not decode");
+            None
+        }
+    }
+}
+
+/// The committed PNGs are 8-bit RGBA (`scripts/icons.sh`); anything else is refused.
+fn decode_png(bytes: &[u8]) -> Result<(Vec<u8>, u32, u32), String> {
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| "too large".to_owned())?;
+    let mut buf = vec![0; size];
+    let info = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
+    if info.color_type != png::ColorType::Rgba || info.bit_depth != png::BitDepth::Eight {
+        return Err(format!(
+            "{:?} {:?}, not 8-bit RGBA",
+            info.color_type, info.bit_depth
+        ));
+    }
+    buf.truncate(info.buffer_size());
+    Ok((buf, info.width, info.height))
 }
 
 fn target_words(t: &TargetStatus) -> String {
@@ -249,34 +277,32 @@ fn lines(
 }
 
 fn build_items(
-    app: &AppHandle,
     lines: &[Line],
     handles: &mut Vec<Handle>,
-) -> tauri::Result<Vec<Box<dyn IsMenuItem<Wry>>>> {
-    let mut items: Vec<Box<dyn IsMenuItem<Wry>>> = Vec::new();
+) -> Result<Vec<Box<dyn IsMenuItem>>, tray_icon::menu::Error> {
+    let mut items: Vec<Box<dyn IsMenuItem>> = Vec::new();
     for line in lines {
         match line {
             Line::Text { id, text, enabled } => {
-                let item = MenuItem::with_id(app, id.as_str(), text, *enabled, None::<&str>)?;
+                let item = MenuItem::with_id(id.as_str(), text, *enabled, None);
                 handles.push(Handle::Text(item.clone()));
                 items.push(Box::new(item));
             }
             Line::Check { id, text, checked } => {
-                let item =
-                    CheckMenuItem::with_id(app, id.as_str(), text, true, *checked, None::<&str>)?;
+                let item = CheckMenuItem::with_id(id.as_str(), text, true, *checked, None);
                 handles.push(Handle::Check(item.clone()));
                 items.push(Box::new(item));
             }
             Line::Separator => {
                 handles.push(Handle::Separator);
-                items.push(Box::new(PredefinedMenuItem::separator(app)?));
+                items.push(Box::new(PredefinedMenuItem::separator()));
             }
             Line::Sub { text, items: sub } => {
                 let at = handles.len();
                 handles.push(Handle::Separator); // replaced below, once the submenu exists
-                let children = build_items(app, sub, handles)?;
-                let refs: Vec<&dyn IsMenuItem<Wry>> = children.iter().map(|b| b.as_ref()).collect();
-                let submenu = Submenu::with_items(app, text, true, &refs)?;
+                let children = build_items(sub, handles)?;
+                let refs: Vec<&dyn IsMenuItem> = children.iter().map(|b| b.as_ref()).collect();
+                let submenu = Submenu::with_items(text, true, &refs)?;
                 handles[at] = Handle::Sub(submenu.clone());
                 items.push(Box::new(submenu));
             }
@@ -285,81 +311,114 @@ fn build_items(
     Ok(items)
 }
 
-fn build_menu(app: &AppHandle, lines: &[Line]) -> tauri::Result<(Menu<Wry>, Vec<Handle>)> {
+fn build_menu(lines: &[Line]) -> Result<(Menu, Vec<Handle>), tray_icon::menu::Error> {
     let mut handles = Vec::new();
-    let items = build_items(app, lines, &mut handles)?;
-    let refs: Vec<&dyn IsMenuItem<Wry>> = items.iter().map(|b| b.as_ref()).collect();
-    Ok((Menu::with_items(app, &refs)?, handles))
+    let items = build_items(lines, &mut handles)?;
+    let refs: Vec<&dyn IsMenuItem> = items.iter().map(|b| b.as_ref()).collect();
+    Ok((Menu::with_items(&refs)?, handles))
 }
 
-/// Creates the tray icon (state: connecting).
-pub fn create(app: &AppHandle) -> tauri::Result<TrayIcon> {
-    let mut builder = TrayIconBuilder::with_id(TRAY_ID)
-        .tooltip("runner-manager")
-        .show_menu_on_left_click(true)
-        .on_menu_event(|app, event| crate::actions::menu(app, event.id().as_ref()));
-    if let Some(image) = icon(TrayState::Connecting) {
-        builder = builder.icon(image);
+impl Icon {
+    /// Creates the tray icon (state: connecting). On the main loop, once GTK runs.
+    pub fn create() -> Result<Icon, String> {
+        let (menu, items) = build_menu(&[text("header", "Connecting to the service…", false)])
+            .map_err(|e| e.to_string())?;
+        let mut builder = TrayIconBuilder::new()
+            .with_id(TRAY_ID)
+            .with_tooltip("runner-manager")
+            .with_menu_on_left_click(true)
+            .with_menu(Box::new(menu));
+        if let Some(image) = icon(TrayState::Connecting) {
+            builder = builder.with_icon(image);
+        }
+        let tray = builder.build().map_err(|e| e.to_string())?;
+        Ok(Icon {
+            tray,
+            rendered: Rendered {
+                icon: Some(TrayState::Connecting),
+                menu: vec![text("header", "Connecting to the service…", false)],
+                items,
+                title: String::new(),
+            },
+        })
     }
-    let (menu, _) = build_menu(app, &[text("header", "Connecting to the service…", false)])?;
-    builder.menu(&menu).build(app)
-}
 
-/// Brings the tray in line with `view`; rebuilds only what changed.
-pub fn render(app: &AppHandle, view: &View, status: Option<&Status>, about: &str) {
-    let Some(tray) = app.tray_by_id(TRAY_ID) else {
-        return;
-    };
-    let cache = app.state::<Mutex<Rendered>>();
-    let mut done = cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let offer_install =
-        view.state == TrayState::ServiceDown && crate::first_run::portable_service().is_some();
-    let wanted = lines(
-        view,
-        status,
-        autostart::is_enabled(app),
-        offer_install,
-        about,
-    );
-    if done.menu != wanted {
-        let same_shape = shape(&done.menu) == shape(&wanted) && !done.items.is_empty();
-        let updated = same_shape && update_in_place(&done.items, &wanted).is_ok();
-        if updated {
-            done.menu = wanted;
-        } else {
-            match build_menu(app, &wanted) {
-                Ok((menu, handles)) => {
-                    if let Err(error) = tray.set_menu(Some(menu)) {
-                        tracing::warn!(%error, "could not update the tray menu");
+    /// Brings the tray in line with the model; rebuilds only what changed.
+    pub fn render(&mut self, app: &App) {
+        let (view, status, about) = {
+            let m = app.shared.model();
+            (
+                m.view(UnixMillis::now()),
+                m.status.clone(),
+                m.about(rm_tray::TRAY_VERSION),
+            )
+        };
+        let offer_install =
+            view.state == TrayState::ServiceDown && crate::first_run::portable_service().is_some();
+        let wanted = lines(
+            &view,
+            status.as_ref(),
+            autostart::is_enabled(),
+            offer_install,
+            &about,
+        );
+        let done = &mut self.rendered;
+        if done.menu != wanted {
+            let same_shape = shape(&done.menu) == shape(&wanted) && !done.items.is_empty();
+            if same_shape {
+                update_in_place(&done.items, &wanted);
+                done.menu = wanted;
+            } else {
+                match build_menu(&wanted) {
+                    Ok((menu, handles)) => {
+                        self.tray.set_menu(Some(Box::new(menu)));
+                        done.menu = wanted;
+                        done.items = handles;
                     }
-                    done.menu = wanted;
-                    done.items = handles;
+                    Err(error) => tracing::warn!(%error, "could not build the tray menu"),
                 }
-                Err(error) => tracing::warn!(%error, "could not build the tray menu"),
             }
         }
-    }
-    if done.icon != Some(view.state) {
-        if let Err(error) = tray.set_icon(icon(view.state)) {
-            tracing::warn!(%error, "could not change the tray icon");
+        if done.icon != Some(view.state) {
+            if let Err(error) = self.tray.set_icon(icon(view.state)) {
+                tracing::warn!(%error, "could not change the tray icon");
+            }
+            done.icon = Some(view.state);
         }
-        done.icon = Some(view.state);
-    }
-    if done.title != view.summary {
-        // Linux: no tooltip; the header is the label some panels show beside the icon.
-        if cfg!(target_os = "linux") {
-            let _ = tray.set_title(Some(&view.header));
+        if done.title != view.summary {
+            // Linux: no tooltip; the header is the label some panels show beside the icon.
+            if cfg!(target_os = "linux") {
+                self.tray.set_title(Some(&view.header));
+            }
+            let _ = self.tray.set_tooltip(Some(&view.summary));
+            done.title = view.summary.clone();
         }
-        let _ = tray.set_tooltip(Some(&view.summary));
-        done.title = view.summary.clone();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::clip;
+    use super::{clip, decode_png, icon};
+    use rm_proto::model::TrayState;
+
+    #[test]
+    fn every_state_has_an_icon_that_decodes() {
+        for state in [
+            TrayState::Connecting,
+            TrayState::Idle,
+            TrayState::Busy,
+            TrayState::Paused,
+            TrayState::Attention,
+            TrayState::SignedOut,
+            TrayState::NotAllowed,
+            TrayState::ServiceDown,
+        ] {
+            assert!(icon(state).is_some(), "{state:?}");
+        }
+        let (rgba, w, h) = decode_png(include_bytes!("../../../icons/tray/idle@2x.png")).unwrap();
+        assert_eq!((w, h, rgba.len()), (64, 64, 64 * 64 * 4));
+        assert!(decode_png(b"not a png").is_err());
+    }
 
     #[test]
     fn long_menu_lines_are_cut_at_a_word() {

@@ -1,5 +1,5 @@
 //! The task that keeps the model current: follows the service's watch stream (reconnecting by
-//! itself), folds each input, renders the tray, tells the windows and raises notifications.
+//! itself), folds each input, renders the tray and raises notifications.
 //! While nothing changes it sleeps: no polling of the service, and a timer only when something
 //! shown depends on time (a running job's elapsed time, a held notification).
 //!
@@ -9,27 +9,27 @@
 //! another version than this tray (a package upgrade), the tray looks (one `stat`) whether its
 //! own binary was replaced too, and if so restarts itself ([`crate::relaunch`]).
 
-use crate::state::Shared;
-use crate::{notify, relaunch, render};
+use crate::app::App;
+use crate::{notify, relaunch};
 use rm_proto::model::{Input, Notice};
 use rm_proto::{
     Client, ClientOptions, Event, Follower, UnixMillis, UpdateState, UpdateStatus, WatchMessage,
 };
 use std::time::Duration;
-use tauri::{AppHandle, Manager};
 
 /// Bound on the one `GET /v1/update` per connection (a local call).
 const UPDATE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub fn spawn(app: AppHandle) {
-    tauri::async_runtime::spawn(async move {
-        let shared = app.state::<Shared>();
+pub fn spawn(app: App) {
+    let task = app.clone();
+    task.spawn(async move {
+        let shared = app.shared.clone();
         let mut follower = Follower::new(
             shared.sockets.clone(),
             ClientOptions::named("runner-manager tray"),
         );
         // The first render shows "Connecting…" at once.
-        render::all(&app);
+        app.render();
         loop {
             let wake = shared.model().next_tick(UnixMillis::now()).map(|at| {
                 Duration::from_millis(u64::try_from(at.0 - UnixMillis::now().0).unwrap_or(0))
@@ -54,7 +54,7 @@ pub fn spawn(app: AppHandle) {
                     // Updated by its updater, or by a package (then it runs another version
                     // than this tray): this tray's binary may have been replaced too.
                     updated = update.state == UpdateState::Updated
-                        || update.current_version != crate::TRAY_VERSION;
+                        || update.current_version != rm_tray::TRAY_VERSION;
                     notices.extend(
                         shared
                             .model()
@@ -63,7 +63,7 @@ pub fn spawn(app: AppHandle) {
                 }
             }
             shared.set_socket(follower.socket().map(ToOwned::to_owned));
-            render::all(&app);
+            app.render();
             raise(&app, &notices);
             if updated {
                 restart_if_replaced(&app);
@@ -72,7 +72,7 @@ pub fn spawn(app: AppHandle) {
     });
 }
 
-fn raise(app: &AppHandle, notices: &[Notice]) {
+fn raise(app: &App, notices: &[Notice]) {
     for notice in notices {
         notify::raise(app, notice);
     }
@@ -96,15 +96,14 @@ async fn update_status(client: Option<&Client>) -> Option<UpdateStatus> {
 }
 
 /// Restarts the tray when its binary on disk is not the one running (an update replaced it).
-fn restart_if_replaced(app: &AppHandle) {
-    let shared = app.state::<Shared>();
-    let Some(exe) = shared.exe.as_ref().filter(|e| e.replaced()) else {
+fn restart_if_replaced(app: &App) {
+    let Some(exe) = app.exe.as_ref().filter(|e| e.replaced()) else {
         return;
     };
     tracing::info!(path = %exe.path().display(), "the tray's binary was replaced: restarting");
     match relaunch::spawn_successor(exe) {
         // The successor starts once this process is gone (the single-instance lock is free).
-        Ok(()) => app.exit(0),
+        Ok(()) => app.exit(),
         Err(error) => {
             tracing::warn!(%error, path = %exe.path().display(), "could not start the new tray; this one goes on");
         }

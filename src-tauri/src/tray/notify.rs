@@ -1,15 +1,16 @@
 //! Desktop notifications, raised by the tray from the model's notices (the service never
-//! notifies). On Linux notify-rust talks to the notification server directly so a click
-//! ("default" action) can open the dashboard at that failure, or the sign-in window; elsewhere
-//! the notification plugin shows them.
+//! notifies), through notify-rust (what Tauri's notification plugin uses on the desktop). On
+//! Linux it talks to the notification server directly so a click ("default" action) can open
+//! the dashboard at that failure, or the sign-in window.
 
-use crate::service::CommandError;
-use crate::windows::{self, Window};
+use crate::app::App;
+use crate::windows;
 use rm_proto::model::{Notice, NoticeAction};
-use tauri::AppHandle;
+use rm_tray::link::Window;
+use rm_tray::service::CommandError;
 
 /// Raises a notice; a missing notification server is logged, never fatal.
-pub fn raise(app: &AppHandle, notice: &Notice) {
+pub fn raise(app: &App, notice: &Notice) {
     tracing::info!(kind = ?notice.kind, title = %notice.title, "notification");
     show(
         app,
@@ -20,7 +21,7 @@ pub fn raise(app: &AppHandle, notice: &Notice) {
 }
 
 /// Tells the user a change they asked for did not happen, and what to do.
-pub fn error(app: &AppHandle, title: &str, e: &CommandError) {
+pub fn error(app: &App, title: &str, e: &CommandError) {
     tracing::warn!(code = %e.code, message = %e.message, "{title}");
     show(
         app,
@@ -31,33 +32,28 @@ pub fn error(app: &AppHandle, title: &str, e: &CommandError) {
 }
 
 /// Tells the user something they asked for was done.
-pub fn info(app: &AppHandle, title: &str, body: &str) {
+pub fn info(app: &App, title: &str, body: &str) {
     tracing::info!(title, "notification");
     show(app, title, body, None);
 }
 
 /// What a click on a notification does.
-pub fn act(app: &AppHandle, action: &NoticeAction) {
+pub fn act(app: &App, action: &NoticeAction) {
     match action {
         NoticeAction::OpenDashboard { failure } => {
             let anchor = failure.as_ref().map(|f| format!("failure-{f}"));
-            windows::show(app, Window::Dashboard, anchor);
+            windows::open(app, Window::Dashboard, anchor);
         }
-        NoticeAction::OpenSignIn => windows::show(app, Window::SignIn, None),
+        NoticeAction::OpenSignIn => windows::open(app, Window::SignIn, None),
         NoticeAction::OpenUpdate => {
-            windows::show(app, Window::Dashboard, Some("update".to_owned()));
+            windows::open(app, Window::Dashboard, Some("update".to_owned()));
         }
-        NoticeAction::OpenUrl(url) => {
-            use tauri_plugin_opener::OpenerExt;
-            if url.starts_with("https://") || url.starts_with("http://") {
-                let _ = app.opener().open_url(url, None::<&str>);
-            }
-        }
+        NoticeAction::OpenUrl(url) => crate::actions::open_url(url),
     }
 }
 
 #[cfg(all(unix, not(target_os = "macos")))]
-fn show(app: &AppHandle, title: &str, body: &str, action: Option<NoticeAction>) {
+fn show(app: &App, title: &str, body: &str, action: Option<NoticeAction>) {
     let mut n = notify_rust::Notification::new();
     n.appname("runner-manager")
         .summary(title)
@@ -81,8 +77,7 @@ fn show(app: &AppHandle, title: &str, body: &str, action: Option<NoticeAction>) 
             .spawn(move || {
                 handle.wait_for_action(|key| {
                     if key == "default" {
-                        let app2 = app.clone();
-                        let _ = app.run_on_main_thread(move || act(&app2, &action));
+                        act(&app, &action);
                     }
                 });
             });
@@ -93,9 +88,12 @@ fn show(app: &AppHandle, title: &str, body: &str, action: Option<NoticeAction>) 
 }
 
 #[cfg(not(all(unix, not(target_os = "macos"))))]
-fn show(app: &AppHandle, title: &str, body: &str, _action: Option<NoticeAction>) {
-    use tauri_plugin_notification::NotificationExt;
-    if let Err(error) = app.notification().builder().title(title).body(body).show() {
+fn show(_app: &App, title: &str, body: &str, _action: Option<NoticeAction>) {
+    if let Err(error) = notify_rust::Notification::new()
+        .summary(title)
+        .body(body)
+        .show()
+    {
         tracing::warn!(%error, "no notification shown");
     }
 }

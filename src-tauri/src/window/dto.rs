@@ -1,10 +1,10 @@
 //! What the windows get: the model, rendered for people, as one JSON object (event `model`,
 //! command `model`). Nothing secret is in it: the service never sends a token or a device code.
 
-use crate::state::Shared;
 use rm_proto::model::words::reason_words;
 use rm_proto::model::{failure_anchor, fix_sentence, Connection, View};
 use rm_proto::{Failure, SignInSession, Status, UnixMillis};
+use rm_tray::state::Shared;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -83,7 +83,7 @@ pub fn model(shared: &Shared) -> ModelDto {
         stream_note: m.stream_note.clone(),
         no_tray: shared.no_tray(),
         socket: shared.socket().map(|s| s.display().to_string()),
-        tray_version: crate::TRAY_VERSION,
-        about: m.about(crate::TRAY_VERSION),
+        tray_version: rm_tray::TRAY_VERSION,
+        about: m.about(rm_tray::TRAY_VERSION),
     }
 }

@@ -4,7 +4,7 @@
 //! `service install --start-at login` (the command README gives for the archive). The tray
 //! reconnects by itself once the service answers.
 
-use crate::service::CommandError;
+use rm_tray::service::CommandError;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 

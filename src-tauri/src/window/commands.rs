@@ -2,11 +2,12 @@
 //! answers the result or a coded error `{code, message, fix}`.
 
 use crate::dto::{self, ModelDto};
-use crate::service::{self, sign_in_error, CommandError};
-use crate::state::Shared;
-use crate::windows::{self, Window};
-use crate::{autostart, render};
+use crate::{render, windows, Context};
 use rm_proto::{SignInSession, SignInStart, TargetAdd, TargetRef, TargetStatus, TargetUpdate};
+use rm_tray::autostart;
+use rm_tray::link::{ToTray, Window};
+use rm_tray::service::{self, sign_in_error, CommandError};
+use rm_tray::state::Shared;
 use tauri::{AppHandle, Manager, State, WebviewWindow};
 
 type Answer<T> = Result<T, CommandError>;
@@ -17,14 +18,13 @@ pub fn model(shared: State<'_, Shared>) -> ModelDto {
 }
 
 #[tauri::command]
-pub fn acknowledge(shared: State<'_, Shared>) {
-    shared.model().acknowledge(rm_proto::UnixMillis::now());
-    shared.poke.notify_one();
+pub fn acknowledge(app: AppHandle) {
+    windows::acknowledge(&app);
 }
 
 #[tauri::command]
 pub async fn start_sign_in(app: AppHandle, restart: bool) -> Answer<SignInSession> {
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     client
         .start_sign_in(&SignInStart { restart })
         .await
@@ -33,13 +33,13 @@ pub async fn start_sign_in(app: AppHandle, restart: bool) -> Answer<SignInSessio
 
 #[tauri::command]
 pub async fn cancel_sign_in(app: AppHandle) -> Answer<SignInSession> {
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     client.cancel_sign_in().await.map_err(sign_in_error)
 }
 
 #[tauri::command]
 pub async fn sign_out(app: AppHandle) -> Answer<()> {
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     Ok(client.delete_credential().await?)
 }
 
@@ -56,7 +56,7 @@ pub async fn add_target(
     monitor_only: bool,
 ) -> Answer<TargetStatus> {
     let name = target_ref(&target)?;
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     let max_capacity = if monitor_only {
         None
     } else {
@@ -84,7 +84,7 @@ pub async fn update_target(
     monitor_only: Option<bool>,
 ) -> Answer<TargetStatus> {
     let name = target_ref(&target)?;
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     let change = TargetUpdate {
         enabled,
         max_capacity: max_runners,
@@ -97,13 +97,13 @@ pub async fn update_target(
 #[tauri::command]
 pub async fn remove_target(app: AppHandle, target: String) -> Answer<()> {
     let name = target_ref(&target)?;
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     Ok(client.remove_target(&name).await?)
 }
 
 #[tauri::command]
 pub async fn set_paused(app: AppHandle, paused: bool) -> Answer<bool> {
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     let state = if paused {
         client.pause().await?
     } else {
@@ -114,7 +114,7 @@ pub async fn set_paused(app: AppHandle, paused: bool) -> Answer<bool> {
 
 #[tauri::command]
 pub async fn set_host_capacity(app: AppHandle, capacity: u32) -> Answer<u32> {
-    let client = service::client(&app).await?;
+    let client = service::client(&app.state::<Shared>()).await?;
     Ok(client.set_host_capacity(capacity).await?.capacity)
 }
 
@@ -122,7 +122,7 @@ pub async fn set_host_capacity(app: AppHandle, capacity: u32) -> Answer<u32> {
 /// finish first); the answer is its update status.
 #[tauri::command]
 pub async fn apply_update(app: AppHandle) -> Answer<rm_proto::UpdateStatus> {
-    service::apply_update(&app).await
+    service::apply_update(&app.state::<Shared>()).await
 }
 
 #[tauri::command]
@@ -158,17 +158,13 @@ pub fn open_url(app: AppHandle, url: String) -> Answer<()> {
 
 #[tauri::command]
 pub fn show_window(app: AppHandle, which: String, anchor: Option<String>) -> Answer<()> {
-    let which = match which.as_str() {
-        "dashboard" => Window::Dashboard,
-        "sign-in" => Window::SignIn,
-        other => {
-            return Err(CommandError::new(
-                "bad_request",
-                format!("no window {other:?}"),
-                "Use dashboard or sign-in.",
-            ))
-        }
-    };
+    let which = Window::parse(&which).ok_or_else(|| {
+        CommandError::new(
+            "bad_request",
+            format!("no window {which:?}"),
+            "Use dashboard or sign-in.",
+        )
+    })?;
     windows::show(&app, which, anchor);
     Ok(())
 }
@@ -179,18 +175,21 @@ pub fn close_window(window: WebviewWindow) {
 }
 
 #[tauri::command]
-pub fn autostart_enabled(app: AppHandle) -> bool {
-    autostart::is_enabled(&app)
+pub fn autostart_enabled() -> bool {
+    autostart::is_enabled()
 }
 
 #[tauri::command]
 pub fn set_autostart(app: AppHandle, on: bool) -> Answer<bool> {
-    autostart::set(&app, on)?;
+    autostart::set(on)?;
+    app.state::<Context>().tell_tray(ToTray::AutostartChanged);
     render::all(&app);
-    Ok(autostart::is_enabled(&app))
+    Ok(autostart::is_enabled())
 }
 
 #[tauri::command]
 pub fn set_notify_finished_jobs(app: AppHandle, on: bool) {
     app.state::<Shared>().model().options.notify_finished_jobs = on;
+    app.state::<Context>()
+        .tell_tray(ToTray::NotifyFinishedJobs(on));
 }
