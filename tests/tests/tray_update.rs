@@ -28,6 +28,7 @@ use rm_e2e::{bin, fake_github, routing_label, until, Daemon};
 use rm_proto::UpdateState;
 use rm_testkit::{JobSpec, JobStatus};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 const FEED_REPO: &str = "runner-manager/runner-manager";
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
@@ -260,6 +261,31 @@ async fn a_newer_release_shows_in_the_menu_notifies_once_and_the_item_applies_it
     .await;
     let notices = update_notices(&mut s).await;
     assert_eq!(notices.len(), 1, "nothing twice: {notices:#?}");
+
+    // `status --watch` shows it too, though the service announced it before the watch
+    // connected: read from GET /v1/update at connect, as the tray does.
+    let mut watch = d
+        .cli()
+        .args(["status", "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let shown = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("update: Update to 9.0.0") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(shown, Ok(true)),
+        "status --watch never showed the update"
+    );
+    watch.kill().await.unwrap();
 
     // A job runs; clicking the item applies the update: verified, then waiting for the job.
     gh.queue_run(

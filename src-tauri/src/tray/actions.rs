@@ -8,6 +8,7 @@ use rm_proto::{TargetKind, TargetRef, TargetUpdate};
 use rm_tray::autostart;
 use rm_tray::link::Window;
 use rm_tray::service::{self, CommandError};
+use std::sync::atomic::Ordering;
 
 pub fn menu(app: &App, id: &str) {
     tracing::info!(item = id, "tray menu item clicked");
@@ -40,12 +41,21 @@ pub fn menu(app: &App, id: &str) {
             app.render();
         }
         "install-service" => {
+            // One install at a time: a second click while it runs does nothing (the item
+            // says it is under way).
+            if app.installing.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            app.render();
             let app = app.clone();
             app.clone().spawn(async move {
                 let Some(service) = crate::first_run::portable_service() else {
+                    app.installing.store(false, Ordering::SeqCst);
                     return;
                 };
-                match crate::first_run::install(&service).await {
+                let installed = crate::first_run::install(&service).await;
+                app.installing.store(false, Ordering::SeqCst);
+                match installed {
                     Ok(_) => notify::info(
                         &app,
                         "The service is installed for you",

@@ -5,6 +5,7 @@ use crate::relaunch::Exe;
 use rm_tray::state::Shared;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tao::event_loop::EventLoopProxy;
 
@@ -31,6 +32,8 @@ pub struct App {
     /// The socket given on the command line (the windows are told the same).
     pub socket: Option<PathBuf>,
     pub windows: Arc<crate::windows::Children>,
+    /// The portable archive's service install is running (see `first_run`).
+    pub installing: Arc<AtomicBool>,
 }
 
 impl App {
@@ -48,6 +51,7 @@ impl App {
             exe: exe.map(Arc::new),
             socket,
             windows: Arc::default(),
+            installing: Arc::default(),
         }
     }
 

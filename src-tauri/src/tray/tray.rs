@@ -179,21 +179,21 @@ fn clip(text: &str) -> String {
 }
 
 /// The menu's lines for a view; `about` is the About line, `offer_install` the portable
-/// archive's first-run step (see `first_run`).
+/// archive's first-run step (see `first_run`), with whether it is running now.
 fn lines(
     view: &View,
     status: Option<&Status>,
     start_at_login: bool,
-    offer_install: bool,
+    offer_install: Option<bool>,
     about: &str,
 ) -> Vec<Line> {
     let mut out = vec![text("header", clip(&view.header), false)];
-    if offer_install {
-        out.push(text(
-            "install-service",
-            "Install the service for this user",
-            true,
-        ));
+    if let Some(installing) = offer_install {
+        out.push(if installing {
+            text("install-service", "Installing the service…", false)
+        } else {
+            text("install-service", "Install the service for this user", true)
+        });
     } else if let Some(concern) = view.concerns.first() {
         // The fix, right under the header (e.g. the command that starts the service).
         out.push(text("fix", clip(&concern.fix), false));
@@ -353,8 +353,9 @@ impl Icon {
                 m.about(rm_tray::TRAY_VERSION),
             )
         };
-        let offer_install =
-            view.state == TrayState::ServiceDown && crate::first_run::portable_service().is_some();
+        let offer_install = (view.state == TrayState::ServiceDown
+            && crate::first_run::portable_service().is_some())
+        .then(|| app.installing.load(std::sync::atomic::Ordering::SeqCst));
         let wanted = lines(
             &view,
             status.as_ref(),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use rm_proto::model::{Input, Model, ModelOptions, TrayState, View};
-use rm_proto::{ClientOptions, Follower, UnixMillis};
+use rm_proto::{ClientOptions, Follower, UnixMillis, WatchMessage};
 
 use crate::exit::Failure;
 
@@ -16,6 +16,7 @@ struct Fingerprint {
     header_words: String,
     concerns: Vec<String>,
     runners: Vec<(String, String, Option<String>)>,
+    update: Option<String>,
 }
 
 fn fingerprint(view: &View) -> Fingerprint {
@@ -39,6 +40,31 @@ fn fingerprint(view: &View) -> Fingerprint {
                 )
             })
             .collect(),
+        // Without its digits: download progress would print a line per step.
+        update: update_line(view).map(|u| u.chars().filter(|c| !c.is_ascii_digit()).collect()),
+    }
+}
+
+/// The updater's state as the tray's menu item words it, with its fix.
+fn update_line(view: &View) -> Option<String> {
+    let update = view.update.as_ref()?;
+    let item = update.menu.as_ref()?;
+    Some(match &update.fix {
+        Some(fix) => format!("{item} {fix}"),
+        None => item.clone(),
+    })
+}
+
+/// Bound on the one `GET /v1/update` per connection (a local call).
+const UPDATE_STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The updater's state, read once per connection as the tray does (the status carries no
+/// update part, and an announcement made before this connection is not sent again).
+async fn update_status(follower: &Follower) -> Option<rm_proto::UpdateStatus> {
+    let client = follower.client()?;
+    match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
+        Ok(Ok(status)) => Some(status),
+        _ => None,
     }
 }
 
@@ -70,14 +96,23 @@ async fn follow(sockets: Vec<PathBuf>) {
             () = sleep_or_forever(wake) => Input::Tick,
             _ = tokio::signal::ctrl_c() => return,
         };
+        let connected = matches!(input, Input::Message(WatchMessage::Snapshot { .. }));
         let now = UnixMillis::now();
-        let notices = model.fold(input, now);
+        let mut notices = model.fold(input, now);
+        if connected {
+            if let Some(update) = update_status(&follower).await {
+                notices.extend(model.fold(Input::Update(Box::new(update)), UnixMillis::now()));
+            }
+        }
         let view = model.view(now);
         let print = fingerprint(&view);
         if last.as_ref() != Some(&print) {
             println!("{} {}", clock(), view.summary);
             for concern in view.concerns.iter().skip(1) {
                 println!("         also: {} {}", concern.message, concern.fix);
+            }
+            if let Some(update) = update_line(&view) {
+                println!("         update: {update}");
             }
             last = Some(print);
         }
