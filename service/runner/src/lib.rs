@@ -8,6 +8,8 @@
 //! - [`account`]: who runners run as (never root when the service is root).
 //! - [`process`]: spawn the listener with the JIT config only in its environment, identify it by
 //!   pid + start time, inspect and stop its whole process group.
+//! - [`meter`]: resident memory and CPU of an attempt's whole process tree, descendants that
+//!   were re-parented away included.
 //! - [`evidence`]: what the runner's own diagnostics say happened.
 //! - [`scrub`]: remove a runtime without following links out of it, with a retry schedule.
 //! - [`doctor`]: the host fitness checks (`runner-manager host doctor`).
@@ -18,6 +20,7 @@ pub mod doctor;
 pub mod evidence;
 pub mod host;
 pub mod materialize;
+pub mod meter;
 pub mod package;
 pub mod platform;
 pub mod process;
@@ -33,6 +36,10 @@ pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError,
 pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};
 pub use materialize::{
     materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport, UsedMethod,
+};
+pub use meter::{
+    sample_in, sample_tree, AttemptMeter, MeterError, MeterSummary, ProcessSample, Snapshot,
+    TreeSample, TreeState,
 };
 pub use package::{
     CacheError, DownloadProgress, DownloadSink, InstalledPackage, PackageCache, PackageId,

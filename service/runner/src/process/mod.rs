@@ -5,7 +5,7 @@
 //! stopping it signals the whole group: SIGTERM, a grace period, then SIGKILL.
 
 #[cfg(target_os = "linux")]
-mod procfs;
+pub(crate) mod procfs;
 
 use crate::runtime::Ownership;
 use crate::secret::JitConfig;
