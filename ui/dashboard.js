@@ -89,6 +89,16 @@ function renderConcerns(m) {
   }));
 }
 
+// Memory in MiB (GiB from 1 GiB), CPU in cores; "—" before the first sample.
+function bytesText(b) {
+  const mib = b / 1048576;
+  return mib < 1024 ? `${Math.round(mib)} MiB` : `${(mib / 1024).toFixed(1)} GiB`;
+}
+function usageText(u) {
+  if (!u) return "—";
+  return `${bytesText(u.rss_bytes)} (peak ${bytesText(u.peak_rss_bytes)}) · ${(u.average_millicores / 1000).toFixed(1)} cores`;
+}
+
 function renderRunners(m) {
   const box = $("#runners-body");
   if (!m.status) { box.replaceChildren(); return; }
@@ -96,12 +106,14 @@ function renderRunners(m) {
     box.replaceChildren(el("p", { class: "muted" }, "No runner right now: one starts when a job asks for this machine's label."));
     return;
   }
+  const usageOf = (id) => (m.status.runners.find((x) => x.attempt_id === id) || {}).usage;
   const rows = m.view.runners.map((r) => el("tr", {},
     el("td", {}, r.target),
     el("td", {}, RUNNER_STATE[r.state] || r.state),
     el("td", {}, r.job_url ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); invoke("open_url", { url: r.job_url }); } }, r.job_name || "the job") : (r.job_name || "—")),
-    el("td", {}, r.elapsed)));
-  box.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Target"), el("th", {}, "State"), el("th", {}, "Job"), el("th", {}, "For"))), el("tbody", {}, rows)));
+    el("td", {}, r.elapsed),
+    el("td", {}, usageText(usageOf(r.attempt_id)))));
+  box.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Target"), el("th", {}, "State"), el("th", {}, "Job"), el("th", {}, "For"), el("th", {}, "Uses"))), el("tbody", {}, rows)));
 }
 
 function targetRow(t) {

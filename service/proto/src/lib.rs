@@ -43,8 +43,8 @@ pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
     Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure, FailureReason,
     GitHubEndpoints, GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef, Os,
-    ProblemCode, RunnerState, RunnerStatus, Status, TargetKind, TargetProblem, TargetSpend,
-    TargetState, TargetStatus,
+    ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status, TargetKind, TargetProblem,
+    TargetSpend, TargetState, TargetStatus,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

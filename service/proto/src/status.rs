@@ -332,6 +332,21 @@ pub struct RunnerStatus {
     pub job: Option<JobRef>,
     /// When it entered `state`.
     pub since: UnixMillis,
+    /// What its process tree (the runner, its job and everything they started) uses, sampled
+    /// every 2 s; absent before the first sample or where the service cannot meter (not Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunnerUsage>,
+}
+
+/// A runner's process tree as metered: memory now and at its peak, CPU on average and at its
+/// busiest (millicores: 1000 = one core busy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerUsage {
+    pub rss_bytes: u64,
+    pub peak_rss_bytes: u64,
+    pub cpu_ms: u64,
+    pub average_millicores: u64,
+    pub busiest_millicores: u64,
 }
 
 /// The GitHub REST budget and how it is being spent.

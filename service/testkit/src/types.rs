@@ -82,6 +82,12 @@ pub struct JobSpec {
     /// How long the listener "works" on it (Succeed/Fail).
     #[serde(default, with = "duration_ms", rename = "duration_ms")]
     pub duration: Duration,
+    /// Memory the job holds while it works (MiB), in `memory_children` child processes of
+    /// the listener (at least one when non-zero): a real process tree to meter.
+    #[serde(default)]
+    pub memory_mb: u32,
+    #[serde(default)]
+    pub memory_children: u32,
 }
 
 impl JobSpec {
@@ -92,6 +98,8 @@ impl JobSpec {
             labels: labels.iter().map(|l| l.to_string()).collect(),
             behaviour: Behaviour::Succeed,
             duration: Duration::from_millis(100),
+            memory_mb: 0,
+            memory_children: 0,
         }
     }
 
@@ -104,7 +112,16 @@ impl JobSpec {
             labels: vec![expression.to_string()],
             behaviour: Behaviour::Succeed,
             duration: Duration::from_millis(100),
+            memory_mb: 0,
+            memory_children: 0,
         }
+    }
+
+    /// Builder: hold `mb` MiB in all while working, spread over `children` child processes.
+    pub fn memory(mut self, mb: u32, children: u32) -> JobSpec {
+        self.memory_mb = mb;
+        self.memory_children = children;
+        self
     }
 
     /// Builder: set the behaviour.

@@ -432,6 +432,9 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
             wire(&r.state),
             when(r.since)
         );
+        if let Some(u) = &r.usage {
+            println!("    {}", usage_text(u));
+        }
     }
     for f in &s.recent_failures {
         println!(
@@ -443,6 +446,32 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         );
     }
     Ok(())
+}
+
+/// Bytes for people: MiB below a GiB, else GiB with one decimal.
+fn bytes_text(b: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if b < 1024 * MIB {
+        format!("{} MiB", (b + MIB / 2) / MIB)
+    } else {
+        format!("{:.1} GiB", b as f64 / (1024 * MIB) as f64)
+    }
+}
+
+/// Millicores as cores (1000 = one core busy).
+fn cores_text(millicores: u64) -> String {
+    format!("{:.1}", millicores as f64 / 1000.0)
+}
+
+/// A runner's metered usage in one line.
+fn usage_text(u: &rm_proto::RunnerUsage) -> String {
+    format!(
+        "uses {} now (peak {}), CPU {} cores on average (busiest {})",
+        bytes_text(u.rss_bytes),
+        bytes_text(u.peak_rss_bytes),
+        cores_text(u.average_millicores),
+        cores_text(u.busiest_millicores)
+    )
 }
 
 #[cfg(test)]
@@ -579,5 +608,20 @@ mod tests {
             ..rm_proto::JobRef::default()
         };
         assert_eq!(job_text(&bare), ", job ? (#42)");
+    }
+
+    #[test]
+    fn usage_reads_as_memory_and_cores() {
+        let u = rm_proto::RunnerUsage {
+            rss_bytes: 300 << 20,
+            peak_rss_bytes: 3 << 30,
+            cpu_ms: 90_000,
+            average_millicores: 1_500,
+            busiest_millicores: 2_000,
+        };
+        assert_eq!(
+            usage_text(&u),
+            "uses 300 MiB now (peak 3.0 GiB), CPU 1.5 cores on average (busiest 2.0)"
+        );
     }
 }

@@ -29,6 +29,8 @@ pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
 
 /// Hands one event to every part; true when the status changed in a way watchers should see.
 async fn handle(daemon: &Daemon, event: &AgentEvent) -> bool {
+    // A runner may have started: the meter samples while any runs.
+    daemon.meters.poke();
     daemon.contact.on_event(event, &daemon.journal).await;
     let runners = RunnerEvents {
         journal: &daemon.journal,

@@ -25,6 +25,7 @@ mod gate;
 mod health_watch;
 pub(crate) mod host_row;
 mod launch_health;
+mod meters;
 pub mod operators;
 mod removals;
 mod runner_events;
@@ -353,6 +354,8 @@ async fn serve(
     ));
     // GitHub's health reaches watchers as it changes (the client signals it).
     let health_watch = tokio::spawn(health_watch::watch_health(Arc::clone(&daemon)));
+    // Live usage of the runners' process trees, sampled while any runs.
+    let meter = tokio::spawn(meters::run(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -533,6 +536,7 @@ async fn serve(
     daemon.contact.save(&daemon.journal).await;
     auth_watch.abort();
     health_watch.abort();
+    meter.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(match ending {

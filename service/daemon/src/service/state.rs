@@ -10,6 +10,7 @@ use super::doctor::Doctor;
 use super::failure_log::FailureLog;
 use super::gate::Gate;
 use super::launch_health::LaunchProblems;
+use super::meters::Meters;
 use super::removals::Removals;
 use super::watchers::Watchers;
 use crate::store::ServiceStore;
@@ -66,6 +67,8 @@ pub struct Daemon {
     pub launch: LaunchProblems,
     /// The host checks' last results.
     pub doctor: Doctor,
+    /// Live usage of the runners' process trees.
+    pub meters: Meters,
 }
 
 impl Daemon {
@@ -83,6 +86,7 @@ impl Daemon {
             contact: Contact::default(),
             launch: LaunchProblems::default(),
             doctor: parts.doctor,
+            meters: Meters::default(),
         }
     }
 

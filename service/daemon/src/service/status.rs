@@ -99,6 +99,7 @@ fn runner_status(
         state,
         job: job_of(&daemon.client, attempt.runner_name()),
         since: UnixMillis(attempt.state_changed_at().as_millis()),
+        usage: daemon.meters.usage(&attempt.id().to_string()),
     }
 }
 

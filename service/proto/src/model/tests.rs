@@ -73,6 +73,7 @@ fn busy(target: &str, job: &str, since: i64) -> RunnerStatus {
             ..JobRef::default()
         }),
         since: t(since),
+        usage: None,
     }
 }
 

@@ -115,6 +115,13 @@ pub fn sample_status() -> Status {
                 ..JobRef::default()
             }),
             since: UnixMillis(1_700_000_001_000),
+            usage: Some(RunnerUsage {
+                rss_bytes: 300 << 20,
+                peak_rss_bytes: 512 << 20,
+                cpu_ms: 90_000,
+                average_millicores: 1_500,
+                busiest_millicores: 2_000,
+            }),
         }],
         last_github_contact: Some(UnixMillis(1_700_000_002_000)),
         budget: Some(Budget {

@@ -61,6 +61,9 @@ pub struct Job {
     pub display_name: String,
     pub behaviour: Behaviour,
     pub duration_ms: u64,
+    /// MiB to hold while working, in `memory_children` children (≥ 1 when non-zero).
+    pub memory_mb: u32,
+    pub memory_children: u32,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +78,10 @@ struct JobWire {
     behaviour: Option<String>,
     #[serde(default)]
     duration_ms: u64,
+    #[serde(default)]
+    memory_mb: u32,
+    #[serde(default)]
+    memory_children: u32,
 }
 
 #[derive(Deserialize)]
@@ -229,6 +236,8 @@ fn job_from_wire(w: JobWire) -> Job {
         name: w.name,
         behaviour,
         duration_ms: w.duration_ms,
+        memory_mb: w.memory_mb,
+        memory_children: w.memory_children,
     }
 }
 

@@ -205,6 +205,23 @@ impl Listener {
             wlog(&format!("Cannot create {}: {e}", work_dir.display()));
         }
 
+        // The job's memory, held by child processes while it works (a tree to meter).
+        let holders = match crate::memory::Holders::start(job.memory_mb, job.memory_children) {
+            Ok(h) => {
+                if h.count() > 0 {
+                    wlog(&format!(
+                        "Holding {} MiB in {} child process(es)",
+                        job.memory_mb,
+                        h.count()
+                    ));
+                }
+                Some(h)
+            }
+            Err(e) => {
+                wlog(&format!("Cannot start the memory holders: {e}"));
+                None
+            }
+        };
         let result = match job.behaviour {
             Behaviour::Crash => {
                 wlog("Simulated crash: exiting without completing the job");
@@ -220,6 +237,7 @@ impl Listener {
                 .or(Some(JobResult::Failed)),
         }
         .unwrap_or(JobResult::Cancelled);
+        drop(holders);
 
         let completed = self.complete(broker, job.job_id, result);
         wlog(&format!("Job completed with result: {}", result.console()));

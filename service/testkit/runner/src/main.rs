@@ -7,6 +7,7 @@ mod broker;
 mod config;
 mod diag;
 mod listener;
+mod memory;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ fn real_main() -> i32 {
             );
             EXIT_OK
         }
+        // A child holding a job's memory (see `memory`).
+        Some("hold-memory") => memory::hold(args.get(1).and_then(|a| a.to_str())),
         Some("configure" | "remove") => {
             eprintln!(
                 "This fake runner supports only JIT configuration: \

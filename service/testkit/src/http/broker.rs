@@ -46,7 +46,8 @@ fn broker_error(e: BrokerError) -> Reply {
 fn assignment_json(a: &Assignment) -> Value {
     let behaviour = a.behaviour.as_str();
     json!({"job": {"job_id": a.job_id, "run_id": a.run_id, "name": a.name, "display_name": a.name,
-                   "behaviour": behaviour, "duration_ms": u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX)}})
+                   "behaviour": behaviour, "duration_ms": u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX),
+                   "memory_mb": a.memory_mb, "memory_children": a.memory_children}})
 }
 
 async fn route(shared: &Arc<Shared>, req: &Req) -> Reply {

@@ -35,6 +35,8 @@ impl World {
                     labels: spec.labels,
                     behaviour: spec.behaviour,
                     duration: spec.duration,
+                    memory_mb: spec.memory_mb,
+                    memory_children: spec.memory_children,
                     status: JobStatus::Queued,
                     conclusion: None,
                     created_at: now,

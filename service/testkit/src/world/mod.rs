@@ -152,6 +152,8 @@ pub(crate) struct Job {
     pub labels: Vec<String>,
     pub behaviour: Behaviour,
     pub duration: Duration,
+    pub memory_mb: u32,
+    pub memory_children: u32,
     pub status: JobStatus,
     pub conclusion: Option<Conclusion>,
     pub created_at: DateTime<Utc>,
@@ -213,6 +215,8 @@ pub(crate) struct Assignment {
     pub name: String,
     pub behaviour: Behaviour,
     pub duration: Duration,
+    pub memory_mb: u32,
+    pub memory_children: u32,
 }
 
 /// One published release of a repository: its tag and asset files (served from disk).

@@ -202,6 +202,8 @@ impl World {
             name: job.name.clone(),
             behaviour: job.behaviour,
             duration: job.duration,
+            memory_mb: job.memory_mb,
+            memory_children: job.memory_children,
         };
         if let Some(r) = self.runners.get_mut(&rid) {
             r.busy = true;

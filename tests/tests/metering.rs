@@ -1,0 +1,83 @@
+//! Every runner's process tree is metered: while a job holds memory in child processes of the
+//! runner, `status` (the API and the CLI) shows the tree's resident memory and its peak, within
+//! 10 % of what the job allocated. Real binary, fake GitHub, fake runners whose job allocates
+//! and touches the memory in two children (`JobSpec::memory`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use rm_e2e::{fake_github, routing_label, until, Daemon};
+use rm_testkit::{JobSpec, JobStatus};
+
+const MIB: u64 = 1 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_memory_in_child_processes_shows_in_status_within_ten_percent() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("SKIPPED: metering reads /proc (Linux)");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let allocated: u64 = 200;
+    gh.queue_run(
+        "octo/hello",
+        vec![JobSpec::new("heavy", &[&label])
+            .duration(Duration::from_secs(25))
+            .memory(u32::try_from(allocated).unwrap(), 2)],
+    )
+    .unwrap();
+    let client = d.client().await;
+    // Sampled every 2 s: wait until a sample saw the whole allocation.
+    let usage = until(
+        Duration::from_secs(60),
+        "the job's memory in status",
+        || {
+            let client = &client;
+            async move {
+                let status = client.status().await.ok()?;
+                let usage = status.runners.first()?.usage?;
+                (usage.peak_rss_bytes >= allocated * MIB).then_some(usage)
+            }
+        },
+    )
+    .await;
+    // The runner itself and its two children add a few MiB of their own: within 10 %.
+    assert!(
+        usage.peak_rss_bytes <= allocated * MIB * 11 / 10,
+        "peak {} MiB for {allocated} MiB allocated",
+        usage.peak_rss_bytes / MIB
+    );
+    assert!(usage.rss_bytes >= allocated * MIB, "{usage:?}");
+    let text = d.ok(&["status"]).await;
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("uses ") && l.contains("MiB now (peak ")),
+        "{text}"
+    );
+    // The job ends; its runner goes and so does its usage.
+    let job = gh
+        .jobs()
+        .into_iter()
+        .find(|j| j.name == "heavy")
+        .unwrap()
+        .id;
+    until(Duration::from_secs(90), "the runner gone", || {
+        let client = &client;
+        let gh = &gh;
+        async move {
+            let done = gh
+                .job(job)
+                .is_some_and(|j| j.status == JobStatus::Completed);
+            let status = client.status().await.ok()?;
+            (done && status.runners.is_empty()).then_some(())
+        }
+    })
+    .await;
+    d.stop().await.unwrap();
+}
