@@ -89,7 +89,29 @@ CREATE INDEX attempts_uncleaned_by_policy ON attempts (policy_id, created_at_ms)
     WHERE state <> 'cleaned';
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2];
+/// Version 3: what each finished attempt used, by policy, for memory admission (a new
+/// runner's expected peak is its policy's typical peak).
+///
+/// - `attempt_id` is not a foreign key to `attempts`: usage is history that must outlive the
+///   attempt row (a later prune of cleaned attempts must neither fail nor take it along).
+/// - Only the newest rows per policy are kept (`usage::USAGE_KEPT_PER_POLICY`); the index
+///   serves both "newest of a policy" and the prune after each insert.
+const V3: &str = r#"
+CREATE TABLE attempt_usage (
+    attempt_id         TEXT PRIMARY KEY NOT NULL,
+    policy_id          INTEGER NOT NULL,
+    ended_at_ms        INTEGER NOT NULL,
+    wall_ms            INTEGER NOT NULL CHECK (wall_ms >= 0),
+    cpu_ms             INTEGER NOT NULL CHECK (cpu_ms >= 0),
+    peak_rss_bytes     INTEGER NOT NULL CHECK (peak_rss_bytes >= 0),
+    average_millicores INTEGER NOT NULL CHECK (average_millicores >= 0),
+    busiest_millicores INTEGER NOT NULL CHECK (busiest_millicores >= 0)
+) STRICT;
+
+CREATE INDEX attempt_usage_by_policy ON attempt_usage (policy_id, ended_at_ms);
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -73,7 +73,7 @@ fn fresh_file_is_created_marked_and_migrated() {
         .unwrap();
     assert_eq!(mode, "wal", "WAL mode is persistent in the file");
     drop(conn);
-    for table in ["attempts", "hosts", "meta", "policies"] {
+    for table in ["attempt_usage", "attempts", "hosts", "meta", "policies"] {
         assert!(
             table_names(&path).iter().any(|t| t == table),
             "missing table {table}"
