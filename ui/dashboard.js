@@ -146,7 +146,7 @@ function targetRow(t) {
     el("td", {}, el("span", { class: `badge ${cls}` }, words), t.problem ? el("p", {}, t.problem.message, el("br"), el("span", { class: "muted" }, t.problem.fix)) : null),
     el("td", {}, el("label", {}, enabled, " enabled")),
     el("td", {}, el("div", { class: "row" }, max, el("label", {}, monitor, " monitor only"))),
-    el("td", {}, `${t.active_runners} running · ${demand}`),
+    el("td", {}, `${t.active_runners} running · ${demand}`, t.typical_peak_rss_bytes ? el("div", { class: "muted" }, `typically peaks at ${bytesText(t.typical_peak_rss_bytes)}`) : null),
     el("td", {}, actions, err));
 }
 

@@ -1,6 +1,7 @@
 //! Every runner's process tree is metered: while a job holds memory in child processes of the
 //! runner, `status` (the API and the CLI) shows the tree's resident memory and its peak, within
-//! 10 % of what the job allocated. Real binary, fake GitHub, fake runners whose job allocates
+//! 10 % of what the job allocated; when the job is done, its usage is journalled and the
+//! target's typical peak shows (kept across a restart). Real binary, fake GitHub, fake runners whose job allocates
 //! and touches the memory in two children (`JobSpec::memory`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,7 +19,7 @@ async fn a_jobs_memory_in_child_processes_shows_in_status_within_ten_percent() {
         return;
     }
     let gh = fake_github().await;
-    let d = Daemon::start(&gh).await;
+    let mut d = Daemon::start(&gh).await;
     d.sign_in(&gh, "octo").await;
     let added = d
         .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
@@ -79,5 +80,22 @@ async fn a_jobs_memory_in_child_processes_shows_in_status_within_ten_percent() {
         }
     })
     .await;
+    // What it used is journalled: the target's typical peak, kept across a restart.
+    let peak_of = |status: &rm_proto::Status| status.targets.first()?.typical_peak_rss_bytes;
+    let typical = until(Duration::from_secs(30), "the target's typical peak", || {
+        let client = &client;
+        async move { peak_of(&client.status().await.ok()?) }
+    })
+    .await;
+    assert!(
+        (allocated * MIB..=allocated * MIB * 11 / 10).contains(&typical),
+        "typical peak {} MiB",
+        typical / MIB
+    );
+    d.restart().await;
+    let status = d.client().await.status().await.unwrap();
+    assert_eq!(peak_of(&status), Some(typical), "kept across a restart");
+    let text = d.ok(&["status"]).await;
+    assert!(text.contains("its runners typically peak at "), "{text}");
     d.stop().await.unwrap();
 }

@@ -238,6 +238,10 @@ pub struct TargetStatus {
     /// Why this target is not serving jobs as it should, and the fix; `null` when it is fine.
     #[serde(default)]
     pub problem: Option<TargetProblem>,
+    /// What its runners typically peak at (resident memory of the whole process tree; the
+    /// 90th percentile of its last 20 metered jobs); absent before its first metered job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical_peak_rss_bytes: Option<u64>,
 }
 
 /// Something keeping a target from serving jobs.

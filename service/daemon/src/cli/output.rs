@@ -419,6 +419,9 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
     }
     for t in &s.targets {
         println!("  {}", api_target_line(t));
+        if let Some(peak) = t.typical_peak_rss_bytes {
+            println!("    its runners typically peak at {}", bytes_text(peak));
+        }
         for line in t.problem.iter().flat_map(problem_lines) {
             println!("  {line}");
         }

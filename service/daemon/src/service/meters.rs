@@ -7,7 +7,7 @@
 //! `status` shows each runner's usage; the watch stream gets it at most every 10 s.
 
 use super::state::Daemon;
-use rm_core::{Attempt, AttemptState, Outcome, ProcessIdentity};
+use rm_core::{Attempt, AttemptId, AttemptState, Outcome, PolicyId, ProcessIdentity};
 use rm_proto::RunnerUsage;
 use rm_runner::meter::{sample_in, AttemptMeter, MeterError, MeterSummary, Snapshot, TreeState};
 use std::collections::BTreeMap;
@@ -22,6 +22,8 @@ const PUBLISH_EVERY_TICKS: u64 = 5;
 
 /// One metered attempt.
 struct Entry {
+    id: AttemptId,
+    policy: PolicyId,
     root: ProcessIdentity,
     tree: TreeState,
     meter: AttemptMeter,
@@ -35,7 +37,8 @@ struct Entry {
 /// An attempt the meter stopped following, with what it used.
 #[derive(Debug, Clone)]
 pub struct Ended {
-    pub attempt: String,
+    pub attempt: AttemptId,
+    pub policy: PolicyId,
     pub summary: MeterSummary,
     /// It ran a job (busy at a sample, or concluded with a completed job).
     pub ran_job: bool,
@@ -54,7 +57,8 @@ pub struct Tick {
 /// A live attempt as a tick sees it.
 #[derive(Debug, Clone)]
 pub struct Live {
-    pub attempt: String,
+    pub attempt: AttemptId,
+    pub policy: PolicyId,
     pub process: ProcessIdentity,
     pub busy: bool,
 }
@@ -64,6 +68,9 @@ pub struct Meters {
     entries: Mutex<BTreeMap<String, Entry>>,
     /// Wakes the sampler (a runner event: a process may have started).
     wake: Notify,
+    /// Each policy's typical peak (`rm_journal::Journal::typical_peak`), read at start and
+    /// after each journalled attempt.
+    typical: Mutex<BTreeMap<PolicyId, u64>>,
     /// `true` once the platform cannot meter (logged once, then the sampler stops).
     unsupported: std::sync::atomic::AtomicBool,
 }
@@ -76,6 +83,23 @@ impl Meters {
     /// A runner event happened: a runner may have started.
     pub fn poke(&self) {
         self.wake.notify_one();
+    }
+
+    /// What a runner of this policy typically peaks at (none before its first metered job).
+    pub fn typical_peak(&self, policy: PolicyId) -> Option<u64> {
+        self.typical
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&policy)
+            .copied()
+    }
+
+    fn set_typical(&self, policy: PolicyId, peak: Option<u64>) {
+        let mut typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
+        match peak {
+            Some(p) => typical.insert(policy, p),
+            None => typical.remove(&policy),
+        };
     }
 
     /// The usage shown for an attempt, once it has been sampled.
@@ -101,31 +125,38 @@ impl Meters {
         let mut gone_process = Vec::new();
         let gone: Vec<String> = entries
             .keys()
-            .filter(|k| !live.iter().any(|l| &l.attempt == *k))
+            .filter(|k| !live.iter().any(|l| l.attempt.to_string() == **k))
             .cloned()
             .collect();
         for attempt in gone {
             if let Some(e) = entries.remove(&attempt) {
                 ended.push(Ended {
-                    attempt,
+                    attempt: e.id,
+                    policy: e.policy,
                     summary: e.meter.summary(),
                     ran_job: e.ran_job,
                 });
             }
         }
         for l in live {
-            let entry = entries.entry(l.attempt.clone()).or_insert_with(|| Entry {
-                root: l.process,
-                tree: TreeState::new(),
-                meter: AttemptMeter::new(now),
-                rss_now: 0,
-                ran_job: false,
-                told_gone: false,
-            });
+            let entry = entries
+                .entry(l.attempt.to_string())
+                .or_insert_with(|| Entry {
+                    id: l.attempt.clone(),
+                    policy: l.policy,
+                    root: l.process,
+                    tree: TreeState::new(),
+                    meter: AttemptMeter::new(now),
+                    rss_now: 0,
+                    ran_job: false,
+                    told_gone: false,
+                });
             // The same attempt with another process (a restart is not expected, but a
             // recycled identity must not mix two trees): start over.
             if entry.root != l.process {
                 *entry = Entry {
+                    id: l.attempt.clone(),
+                    policy: l.policy,
                     root: l.process,
                     tree: TreeState::new(),
                     meter: AttemptMeter::new(now),
@@ -140,7 +171,7 @@ impl Meters {
             entry.ran_job |= l.busy;
             if !sample.contains(entry.root.pid) && !entry.told_gone {
                 entry.told_gone = true;
-                gone_process.push(l.attempt.clone());
+                gone_process.push(l.attempt.to_string());
             }
         }
         Ok(Tick {
@@ -162,7 +193,8 @@ fn live_of(attempts: &[Attempt]) -> Vec<Live> {
         .filter(|a| a.state().has_process())
         .filter_map(|a| {
             Some(Live {
-                attempt: a.id().to_string(),
+                attempt: a.id().clone(),
+                policy: a.policy_id(),
                 process: a.process()?,
                 busy: a.state() == AttemptState::Busy,
             })
@@ -170,8 +202,83 @@ fn live_of(attempts: &[Attempt]) -> Vec<Live> {
         .collect()
 }
 
+/// Journals what an attempt that ran a job used (its policy's peaks drive admission); a
+/// runner that failed before any job is not a job's usage.
+async fn record(daemon: &Daemon, e: Ended) {
+    let id = e.attempt.clone();
+    let outcome = daemon
+        .journal
+        .with(move |j| j.get_attempt(&id))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|a| a.outcome());
+    let ran_job = e.ran_job || outcome == Some(Outcome::CompletedJob);
+    let s = &e.summary;
+    tracing::info!(
+        attempt = %e.attempt,
+        ran_job,
+        peak_rss_bytes = s.peak_rss_bytes,
+        cpu_ms = s.cpu.as_millis(),
+        average_millicores = s.average_millicores,
+        busiest_millicores = s.busiest_millicores,
+        "runner usage"
+    );
+    if !ran_job || s.samples == 0 {
+        return;
+    }
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let usage = rm_journal::AttemptUsage {
+        attempt_id: e.attempt.clone(),
+        policy_id: e.policy,
+        ended_at_ms: rm_proto::UnixMillis::now().0,
+        wall_ms: ms(s.wall),
+        cpu_ms: ms(s.cpu),
+        peak_rss_bytes: s.peak_rss_bytes,
+        average_millicores: s.average_millicores,
+        busiest_millicores: s.busiest_millicores,
+    };
+    let policy = e.policy;
+    let recorded = daemon
+        .journal
+        .with(move |j| {
+            j.record_usage(&usage)?;
+            j.typical_peak(policy)
+        })
+        .await;
+    match recorded {
+        Ok(peak) => daemon.meters.set_typical(policy, peak),
+        Err(error) => {
+            tracing::warn!(%error, attempt = %e.attempt, "the runner's usage was not journalled");
+        }
+    }
+}
+
+/// Each policy's typical peak from the journal (at start).
+async fn load_typical(daemon: &Daemon) {
+    let read = daemon
+        .journal
+        .with(|j| {
+            let mut out = Vec::new();
+            for p in j.list_policies()? {
+                out.push((p.id(), j.typical_peak(p.id())?));
+            }
+            Ok(out)
+        })
+        .await;
+    match read {
+        Ok(peaks) => {
+            for (policy, peak) in peaks {
+                daemon.meters.set_typical(policy, peak);
+            }
+        }
+        Err(error) => tracing::warn!(%error, "the runners' typical peaks could not be read"),
+    }
+}
+
 /// Samples while runners live; sleeps until woken otherwise. Runs until aborted.
 pub async fn run(daemon: Arc<Daemon>) {
+    load_typical(&daemon).await;
     let mut ticks: u64 = 0;
     loop {
         let attempts = match daemon.journal.with(|j| j.uncleaned_attempts()).await {
@@ -195,21 +302,8 @@ pub async fn run(daemon: Arc<Daemon>) {
                     tracing::info!(attempts = ?tick.gone_process, "a runner process is gone: waking the loops");
                     daemon.wake.notify_one();
                 }
-                for e in &tick.ended {
-                    let completed = attempts
-                        .iter()
-                        .find(|a| a.id().to_string() == e.attempt)
-                        .and_then(Attempt::outcome)
-                        == Some(Outcome::CompletedJob);
-                    tracing::info!(
-                        attempt = %e.attempt,
-                        ran_job = e.ran_job || completed,
-                        peak_rss_bytes = e.summary.peak_rss_bytes,
-                        cpu_ms = e.summary.cpu.as_millis(),
-                        average_millicores = e.summary.average_millicores,
-                        busiest_millicores = e.summary.busiest_millicores,
-                        "runner usage"
-                    );
+                for e in tick.ended {
+                    record(&daemon, e).await;
                 }
                 ticks += 1;
                 if ticks % PUBLISH_EVERY_TICKS == 1 {

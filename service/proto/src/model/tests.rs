@@ -57,6 +57,7 @@ fn target(name: &str) -> TargetStatus {
         demand: Demand::default(),
         active_runners: 0,
         problem: None,
+        typical_peak_rss_bytes: None,
     }
 }
 
