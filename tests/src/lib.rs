@@ -145,6 +145,13 @@ impl Daemon {
             args.push("--credential-store".into());
             args.push("file".into());
         }
+        // Memory admission stays on, expecting what a fake runner really needs (a few MiB; 64
+        // to spare), so a busy test machine's memory never decides a test; the admission
+        // tests set their own numbers.
+        if !extra.contains(&"--runner-memory-mb") {
+            args.push("--runner-memory-mb".into());
+            args.push("64".into());
+        }
         args.extend(extra.iter().map(std::ffi::OsString::from));
         let mut daemon = Daemon {
             dir,

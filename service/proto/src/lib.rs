@@ -41,9 +41,9 @@ pub use secret::SecretString;
 pub use sid::{Sid, SidError};
 pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
-    Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure, FailureReason,
-    GitHubEndpoints, GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef, Os,
-    ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status, TargetKind, TargetProblem,
+    AdmissionHold, Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure,
+    FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef,
+    Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status, TargetKind, TargetProblem,
     TargetSpend, TargetState, TargetStatus,
 };
 pub use time::UnixMillis;

@@ -33,6 +33,22 @@ pub struct Status {
     /// runner is registered until it passes. Empty before the first run.
     #[serde(default)]
     pub host_checks: Vec<HostCheck>,
+    /// Why new runners wait for memory (memory admission), with the numbers; absent when
+    /// they may start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<AdmissionHold>,
+}
+
+/// New runners wait: the memory available now, less what running jobs are still expected to
+/// use and the headroom kept free, is less than a new runner's expected peak.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdmissionHold {
+    pub message: String,
+    pub fix: String,
+    pub available_bytes: u64,
+    pub reserved_bytes: u64,
+    pub headroom_bytes: u64,
+    pub expected_bytes: u64,
 }
 
 /// GitHub's reachability as this host sees it.

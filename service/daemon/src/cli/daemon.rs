@@ -64,6 +64,17 @@ pub struct RunArgs {
     /// The launch back-off's longest wait, in ms.
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub launch_backoff_max_ms: Option<u64>,
+    /// Start a runner only when the memory available covers its expected peak (its target's
+    /// typical peak, else --runner-memory-mb) beside what running jobs still need and the
+    /// headroom. Running jobs are never stopped by it.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub memory_admission: OnOff,
+    /// A runner's expected peak memory before its target has any history, in MiB.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub runner_memory_mb: u64,
+    /// Memory kept free for your own work when admitting runners, in MiB.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub memory_headroom_mb: u64,
     /// What to do when a newer release is published: auto (download, verify and apply it;
     /// running jobs finish first), notify (tell, apply when asked), off
     /// [default: config.json's `update`, else auto].
@@ -83,6 +94,13 @@ pub struct RunArgs {
     /// refused by release builds.
     #[arg(long, hide = true, value_name = "FILE")]
     pub update_trust_key: Option<std::path::PathBuf>,
+}
+
+/// A setting that is on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// `--update`.
@@ -158,6 +176,11 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         update_trust_key: args.update_trust_key,
         launch_backoff: args.launch_backoff_ms.map(Duration::from_millis),
         launch_backoff_max: args.launch_backoff_max_ms.map(Duration::from_millis),
+        memory_admission: crate::service::AdmissionConfig {
+            enabled: args.memory_admission == OnOff::On,
+            default_expected_bytes: args.runner_memory_mb << 20,
+            headroom_bytes: args.memory_headroom_mb << 20,
+        },
     };
     if let Some(key) = &options.update_trust_key {
         // Refused here already in release builds, with the fix.

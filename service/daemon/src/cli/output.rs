@@ -426,6 +426,10 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
             println!("  {line}");
         }
     }
+    if let Some(hold) = &s.admission {
+        println!("  {}", hold.message);
+        println!("    fix: {}", hold.fix);
+    }
     for r in &s.runners {
         let job = r.job.as_ref().map(job_text).unwrap_or_default();
         println!(

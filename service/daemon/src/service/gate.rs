@@ -2,6 +2,7 @@
 //! the operator paused the host or an upgrade drains it, so the allocator grants nothing while
 //! every pass still supervises, concludes and cleans.
 
+use super::admission::Admission;
 use rm_adapters::JournalAdapter;
 use rm_agent::{ActiveCounts, JournalError, JournalPort};
 use rm_core::{Attempt, Policy, PolicyId, Target};
@@ -34,11 +35,13 @@ impl Gate {
 }
 
 /// The journal port the loops use: the journal, with the host capacity read as zero while the
-/// [`Gate`] holds launching.
+/// [`Gate`] holds launching, and as no more than the active runners plus what memory admits
+/// ([`Admission`]) otherwise.
 #[derive(Clone)]
 pub struct GatedJournal {
     pub inner: JournalAdapter,
     pub gate: Arc<Gate>,
+    pub admission: Arc<Admission>,
 }
 
 impl JournalPort for GatedJournal {
@@ -70,6 +73,16 @@ impl JournalPort for GatedJournal {
         if self.gate.holds() {
             return Ok(0);
         }
-        self.inner.host_capacity().await
+        let capacity = self.inner.host_capacity().await?;
+        if !self.admission.config.enabled {
+            return Ok(capacity);
+        }
+        // Never below what is active: admission delays starts, it stops nothing.
+        let active = self.inner.active_counts().await?.total;
+        if active >= capacity {
+            return Ok(capacity);
+        }
+        let allowed = self.admission.allowed_new();
+        Ok(capacity.min(active.saturating_add(allowed)))
     }
 }

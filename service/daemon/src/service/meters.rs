@@ -94,12 +94,32 @@ impl Meters {
             .copied()
     }
 
-    fn set_typical(&self, policy: PolicyId, peak: Option<u64>) {
+    /// Records a policy's typical peak; answers the largest among all policies.
+    fn set_typical(&self, policy: PolicyId, peak: Option<u64>) -> u64 {
         let mut typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
         match peak {
             Some(p) => typical.insert(policy, p),
             None => typical.remove(&policy),
         };
+        typical.values().copied().max().unwrap_or(0)
+    }
+
+    /// What the running runners are still expected to grow to: per runner, its target's
+    /// typical peak less what it uses now (memory admission keeps that free).
+    pub fn reserved(&self) -> u64 {
+        let typical = self
+            .typical
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.entries()
+            .values()
+            .map(|e| {
+                typical
+                    .get(&e.policy)
+                    .map_or(0, |peak| peak.saturating_sub(e.rss_now))
+            })
+            .sum()
     }
 
     /// The usage shown for an attempt, once it has been sampled.
@@ -247,7 +267,10 @@ async fn record(daemon: &Daemon, e: Ended) {
         })
         .await;
     match recorded {
-        Ok(peak) => daemon.meters.set_typical(policy, peak),
+        Ok(peak) => {
+            let largest = daemon.meters.set_typical(policy, peak);
+            daemon.admission.set_largest_typical(largest);
+        }
         Err(error) => {
             tracing::warn!(%error, attempt = %e.attempt, "the runner's usage was not journalled");
         }
@@ -269,7 +292,8 @@ async fn load_typical(daemon: &Daemon) {
     match read {
         Ok(peaks) => {
             for (policy, peak) in peaks {
-                daemon.meters.set_typical(policy, peak);
+                let largest = daemon.meters.set_typical(policy, peak);
+                daemon.admission.set_largest_typical(largest);
             }
         }
         Err(error) => tracing::warn!(%error, "the runners' typical peaks could not be read"),
@@ -298,6 +322,7 @@ pub async fn run(daemon: Arc<Daemon>) {
             tokio::task::spawn_blocking(move || meters.meters.tick(&live, Instant::now())).await;
         match sampled {
             Ok(Ok(tick)) => {
+                daemon.admission.set_reserved(daemon.meters.reserved());
                 if !tick.gone_process.is_empty() {
                     tracing::info!(attempts = ?tick.gone_process, "a runner process is gone: waking the loops");
                     daemon.wake.notify_one();

@@ -12,6 +12,7 @@
 //! launching and waits **without** a deadline until the journal counts no active runner, then
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
+mod admission;
 mod api;
 mod auth_watch;
 mod contact;
@@ -34,6 +35,7 @@ mod state;
 mod status;
 mod watchers;
 
+pub use admission::AdmissionConfig;
 pub use api::MAX_CAPACITY;
 pub use failure_log::fix_for;
 
@@ -102,6 +104,8 @@ pub struct Options {
     /// The launch back-off's first and longest wait (tests; default 15 s and 10 min).
     pub launch_backoff: Option<Duration>,
     pub launch_backoff_max: Option<Duration>,
+    /// Memory admission (`--memory-admission`, `--runner-memory-mb`, `--memory-headroom-mb`).
+    pub memory_admission: admission::AdmissionConfig,
 }
 
 /// GitHub endpoints kept in `<data-dir>/config.json` (GitHub Enterprise Server).
@@ -342,6 +346,10 @@ async fn serve(
         wake: Arc::clone(&wake),
         removals: Arc::clone(&removals),
         doctor: doctor::Doctor::new(host_config.clone()),
+        admission: Arc::new(admission::Admission::new(
+            options.memory_admission,
+            admission::MemorySource::system(),
+        )),
     }));
     daemon.launch.restore(&journal).await;
     // The host checks at start: `status` names an unfit host before anything is launched.
@@ -356,6 +364,8 @@ async fn serve(
     let health_watch = tokio::spawn(health_watch::watch_health(Arc::clone(&daemon)));
     // Live usage of the runners' process trees, sampled while any runs.
     let meter = tokio::spawn(meters::run(Arc::clone(&daemon)));
+    // A start held back for memory is looked at again every 2 s until it fits.
+    let recheck = tokio::spawn(admission_recheck(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -492,6 +502,7 @@ async fn serve(
         gated: GatedJournal {
             inner: journal.clone(),
             gate: Arc::clone(&gate),
+            admission: Arc::clone(&daemon.admission),
         },
         client: client.clone(),
         host_config,
@@ -537,6 +548,7 @@ async fn serve(
     auth_watch.abort();
     health_watch.abort();
     meter.abort();
+    recheck.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(match ending {
@@ -548,6 +560,24 @@ async fn serve(
         }
         other => other,
     })
+}
+
+/// While memory admission holds a start back, looks every 2 s whether a runner fits now and,
+/// when it does, wakes the loops (they start it in that pass) and tells the watchers.
+async fn admission_recheck(daemon: Arc<state::Daemon>) {
+    loop {
+        if !daemon.admission.holding() {
+            daemon.admission.recheck.notified().await;
+            // The hold is news for the watchers.
+            daemon.publish_status().await;
+        }
+        tokio::time::sleep(admission::RECHECK_EVERY).await;
+        if daemon.admission.fits_now() {
+            daemon.admission.released();
+            daemon.wake.notify_one();
+            daemon.publish_status().await;
+        }
+    }
 }
 
 /// Resolves once SIGTERM/SIGINT was received. The flag set by the handler installed before
@@ -701,6 +731,7 @@ mod tests {
             update_trust_key: None,
             launch_backoff: None,
             launch_backoff_max: None,
+            memory_admission: admission::AdmissionConfig::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! the demand view, the last GitHub contact, the launch problems and the host checks. The API
 //! handler asks; the event pump feeds the owners; the status projection reads them.
 
+use super::admission::Admission;
 use super::contact::Contact;
 use super::demand_view::DemandView;
 use super::doctor::Doctor;
@@ -43,6 +44,7 @@ pub struct Parts {
     pub wake: Arc<Notify>,
     pub removals: Arc<Removals>,
     pub doctor: Doctor,
+    pub admission: Arc<Admission>,
 }
 
 pub struct Daemon {
@@ -69,6 +71,8 @@ pub struct Daemon {
     pub doctor: Doctor,
     /// Live usage of the runners' process trees.
     pub meters: Meters,
+    /// Whether memory lets new runners start.
+    pub admission: Arc<Admission>,
 }
 
 impl Daemon {
@@ -87,6 +91,7 @@ impl Daemon {
             launch: LaunchProblems::default(),
             doctor: parts.doctor,
             meters: Meters::default(),
+            admission: parts.admission,
         }
     }
 

@@ -265,5 +265,13 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         github: Some(github_endpoints(daemon)),
         github_health: github_health(daemon),
         host_checks: daemon.doctor.checks(),
+        admission: daemon.admission.hold().map(|h| rm_proto::AdmissionHold {
+            message: h.message(),
+            fix: h.fix().to_owned(),
+            available_bytes: h.available_bytes,
+            reserved_bytes: h.reserved_bytes,
+            headroom_bytes: h.headroom_bytes,
+            expected_bytes: h.expected_bytes,
+        }),
     })
 }

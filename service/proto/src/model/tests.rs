@@ -36,6 +36,7 @@ fn status() -> Status {
         github: None,
         github_health: GitHubHealth::default(),
         host_checks: vec![],
+        admission: None,
     }
 }
 

@@ -149,6 +149,7 @@ pub fn sample_status() -> Status {
         }),
         github_health: Default::default(),
         host_checks: Vec::new(),
+        admission: None,
     }
 }
 

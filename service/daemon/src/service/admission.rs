@@ -1,0 +1,317 @@
+//! Memory admission: a runner starts only if the memory available now, less what the running
+//! runners are still expected to grow to (their target's typical peak minus what they use),
+//! less a headroom for the user's own work, covers the new runner's expected peak (the largest
+//! typical peak among the targets, or a default before any history). On a developer's own
+//! machine a build that pushes the desktop into swap is what makes people uninstall a tool.
+//!
+//! Admission only delays starts, through the host capacity the loops read (never below the
+//! runners already active): nothing running is stopped. While it holds a start back, the
+//! memory is looked at again every 2 s and the loops are woken as soon as it fits.
+//!
+//! Available memory is `MemAvailable` from `/proc/meminfo` and, where the service runs in a
+//! cgroup (v2) with a limit, `memory.max − memory.current`, whichever is smaller.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+
+/// How often a held-back start looks at the memory again.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// The host's admission settings (`daemon run --memory-admission`, `--runner-memory-mb`,
+/// `--memory-headroom-mb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionConfig {
+    pub enabled: bool,
+    /// A runner's expected peak before its target has any history.
+    pub default_expected_bytes: u64,
+    /// Kept free for the user.
+    pub headroom_bytes: u64,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        AdmissionConfig {
+            enabled: true,
+            default_expected_bytes: 2048 * MIB,
+            headroom_bytes: 1024 * MIB,
+        }
+    }
+}
+
+/// Why new runners wait, with the numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    pub available_bytes: u64,
+    pub reserved_bytes: u64,
+    pub headroom_bytes: u64,
+    pub expected_bytes: u64,
+}
+
+impl Hold {
+    pub fn message(&self) -> String {
+        format!(
+            "New runners wait for memory: {} MiB available, {} MiB still to be used by running \
+             jobs and {} MiB kept free leave less than the {} MiB a new runner is expected to \
+             need.",
+            self.available_bytes / MIB,
+            self.reserved_bytes / MIB,
+            self.headroom_bytes / MIB,
+            self.expected_bytes / MIB
+        )
+    }
+
+    pub fn fix(&self) -> &'static str {
+        "They start by themselves once memory frees up (a job finishing, an application \
+         closed). To admit them anyway, lower the expectation or the headroom \
+         (`runner-manager daemon run --runner-memory-mb N --memory-headroom-mb N`) or turn \
+         admission off (`--memory-admission off`)."
+    }
+}
+
+/// Where available memory is read.
+#[derive(Debug, Clone)]
+pub struct MemorySource {
+    meminfo: PathBuf,
+    /// The service's own cgroup directory (v2), when it has one.
+    cgroup: Option<PathBuf>,
+}
+
+/// Set in debug builds only: read this file instead of `/proc/meminfo`, and no cgroup (tests).
+pub const TEST_MEMINFO_ENV: &str = "RUNNER_MANAGER_TEST_MEMINFO";
+
+impl MemorySource {
+    pub fn system() -> MemorySource {
+        if cfg!(debug_assertions) {
+            if let Some(path) = std::env::var_os(TEST_MEMINFO_ENV) {
+                return MemorySource {
+                    meminfo: PathBuf::from(path),
+                    cgroup: None,
+                };
+            }
+        }
+        MemorySource {
+            meminfo: PathBuf::from("/proc/meminfo"),
+            cgroup: own_cgroup(),
+        }
+    }
+
+    /// Bytes available now; an unreadable source is an error (admission then admits: a broken
+    /// reading must not stop every runner).
+    pub fn available(&self) -> Result<u64, String> {
+        let text = std::fs::read_to_string(&self.meminfo)
+            .map_err(|e| format!("{}: {e}", self.meminfo.display()))?;
+        let mut available = mem_available(&text)
+            .ok_or_else(|| format!("{}: no MemAvailable line", self.meminfo.display()))?;
+        if let Some(dir) = &self.cgroup {
+            if let Some(left) = cgroup_left(dir) {
+                available = available.min(left);
+            }
+        }
+        Ok(available)
+    }
+}
+
+/// `MemAvailable:  123 kB` in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// The service's cgroup v2 directory (`0::/path` in `/proc/self/cgroup`).
+fn own_cgroup() -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
+}
+
+/// `memory.max − memory.current`; `None` without a limit (`max`) or files.
+fn cgroup_left(dir: &Path) -> Option<u64> {
+    let max = std::fs::read_to_string(dir.join("memory.max")).ok()?;
+    let max: u64 = max.trim().parse().ok()?; // "max": no limit
+    let current: u64 = std::fs::read_to_string(dir.join("memory.current"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(max.saturating_sub(current))
+}
+
+/// How many more runners of `expected` bytes fit (pure).
+pub fn admissible(available: u64, reserved: u64, headroom: u64, expected: u64) -> u32 {
+    let free = available.saturating_sub(reserved).saturating_sub(headroom);
+    u32::try_from(free / expected.max(1)).unwrap_or(u32::MAX)
+}
+
+/// The admission's state: its inputs from the meter, and the last verdict.
+pub struct Admission {
+    pub config: AdmissionConfig,
+    source: MemorySource,
+    /// What running runners are still expected to grow to (bytes), from the meter.
+    reserved: AtomicU64,
+    /// The largest typical peak among the targets (0: none known yet).
+    largest_typical: AtomicU64,
+    hold: Mutex<Option<Hold>>,
+    /// A start is held back: the recheck task runs.
+    holding: AtomicBool,
+    pub recheck: tokio::sync::Notify,
+}
+
+impl Admission {
+    pub fn new(config: AdmissionConfig, source: MemorySource) -> Admission {
+        Admission {
+            config,
+            source,
+            reserved: AtomicU64::new(0),
+            largest_typical: AtomicU64::new(0),
+            hold: Mutex::new(None),
+            holding: AtomicBool::new(false),
+            recheck: tokio::sync::Notify::new(),
+        }
+    }
+
+    pub fn set_reserved(&self, bytes: u64) {
+        self.reserved.store(bytes, Ordering::SeqCst);
+    }
+
+    pub fn set_largest_typical(&self, bytes: u64) {
+        self.largest_typical.store(bytes, Ordering::SeqCst);
+    }
+
+    /// A new runner's expected peak.
+    pub fn expected(&self) -> u64 {
+        match self.largest_typical.load(Ordering::SeqCst) {
+            0 => self.config.default_expected_bytes,
+            n => n,
+        }
+    }
+
+    /// Why new runners wait now, if they do.
+    pub fn hold(&self) -> Option<Hold> {
+        *self.hold.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many more runners may start now (`u32::MAX` when admission is off or memory cannot
+    /// be read); records the verdict.
+    pub fn allowed_new(&self) -> u32 {
+        if !self.config.enabled {
+            return u32::MAX;
+        }
+        let available = match self.source.available() {
+            Ok(a) => a,
+            Err(error) => {
+                tracing::warn!(%error, "available memory unreadable: admitting");
+                return u32::MAX;
+            }
+        };
+        let hold = Hold {
+            available_bytes: available,
+            reserved_bytes: self.reserved.load(Ordering::SeqCst),
+            headroom_bytes: self.config.headroom_bytes,
+            expected_bytes: self.expected(),
+        };
+        let n = admissible(
+            hold.available_bytes,
+            hold.reserved_bytes,
+            hold.headroom_bytes,
+            hold.expected_bytes,
+        );
+        let verdict = (n == 0).then_some(hold);
+        let before = std::mem::replace(
+            &mut *self.hold.lock().unwrap_or_else(PoisonError::into_inner),
+            verdict,
+        );
+        if verdict.is_some() && before.is_none() {
+            tracing::info!(
+                available_mib = available / MIB,
+                reserved_mib = hold.reserved_bytes / MIB,
+                expected_mib = hold.expected_bytes / MIB,
+                "new runners wait for memory"
+            );
+        }
+        if verdict.is_some() && !self.holding.swap(true, Ordering::SeqCst) {
+            self.recheck.notify_one();
+        }
+        n
+    }
+
+    /// Whether a start is held back (then the recheck task looks every 2 s).
+    pub fn holding(&self) -> bool {
+        self.holding.load(Ordering::SeqCst)
+    }
+
+    /// The recheck found memory: the loops are woken, the task sleeps again.
+    pub fn released(&self) {
+        self.holding.store(false, Ordering::SeqCst);
+        *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        tracing::info!("memory frees up: new runners may start");
+    }
+
+    /// What the recheck asks: would a new runner fit now? (Does not record a verdict.)
+    pub fn fits_now(&self) -> bool {
+        match self.source.available() {
+            Ok(available) => {
+                admissible(
+                    available,
+                    self.reserved.load(Ordering::SeqCst),
+                    self.config.headroom_bytes,
+                    self.expected(),
+                ) > 0
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runners_fit_after_what_runs_and_the_headroom() {
+        let g = 1024 * MIB;
+        assert_eq!(admissible(8 * g, 0, g, 2 * g), 3);
+        assert_eq!(admissible(8 * g, 4 * g, g, 2 * g), 1);
+        assert_eq!(admissible(2 * g, 0, g, 2 * g), 0);
+        assert_eq!(admissible(0, 4 * g, g, 2 * g), 0, "no underflow");
+        assert_eq!(
+            admissible(g, 0, 0, 0),
+            1024 * 1024 * 1024,
+            "a zero expectation counts as 1"
+        );
+    }
+
+    #[test]
+    fn meminfo_and_cgroup_readings() {
+        let info = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    2048 kB\n";
+        assert_eq!(mem_available(info), Some(2048 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: lots kB\n"), None);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("memory.max"), "max\n").unwrap();
+        std::fs::write(dir.path().join("memory.current"), "100\n").unwrap();
+        assert_eq!(cgroup_left(dir.path()), None, "no limit");
+        std::fs::write(dir.path().join("memory.max"), "1000\n").unwrap();
+        assert_eq!(cgroup_left(dir.path()), Some(900));
+    }
+
+    #[test]
+    fn a_hold_names_the_numbers_and_the_fix() {
+        let h = Hold {
+            available_bytes: 3000 * MIB,
+            reserved_bytes: 500 * MIB,
+            headroom_bytes: 1024 * MIB,
+            expected_bytes: 2048 * MIB,
+        };
+        let m = h.message();
+        assert!(
+            m.contains("3000 MiB available") && m.contains("2048 MiB"),
+            "{m}"
+        );
+        assert!(h.fix().contains("--memory-admission off"));
+    }
+}

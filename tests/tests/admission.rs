@@ -1,0 +1,95 @@
+//! Memory admission: a queued job waits while the memory available (less the headroom) does
+//! not cover a new runner's expected peak; status and the CLI say so with the numbers and the
+//! fix; it starts by itself soon after memory frees up (looked at every 2 s), and a running
+//! job is never stopped when memory runs low again. Real binary and fake GitHub; the memory
+//! reading comes from a meminfo file the test writes (`RUNNER_MANAGER_TEST_MEMINFO`, honoured
+//! by debug builds only): the real `/proc/meminfo` cannot be steered from a test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use rm_e2e::{fake_github, routing_label, until, Daemon};
+use rm_testkit::{Conclusion, JobSpec, JobStatus};
+
+fn write_meminfo(path: &Path, available_mib: u64) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        format!(
+            "MemTotal:       16384000 kB\nMemFree:         100000 kB\nMemAvailable:   {} kB\n",
+            available_mib * 1024
+        ),
+    )
+    .unwrap();
+    // Renamed into place: the service never reads half a file.
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_waits_for_memory_says_why_and_starts_once_it_frees_up() {
+    let gh = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let meminfo = dir.path().join("meminfo");
+    // 1200 MiB available, 1024 kept free: less than the 512 MiB a runner is expected to need.
+    write_meminfo(&meminfo, 1200);
+    let d = Daemon::start_env(
+        &gh,
+        &["--runner-memory-mb", "512", "--memory-headroom-mb", "1024"],
+        &[("RUNNER_MANAGER_TEST_MEMINFO", meminfo.to_str().unwrap())],
+    )
+    .await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
+        .await;
+    let label = routing_label(&added);
+    let run = gh
+        .queue_run(
+            "octo/hello",
+            vec![JobSpec::new("build", &[&label]).duration(Duration::from_secs(15))],
+        )
+        .unwrap();
+    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let client = d.client().await;
+    let hold = until(Duration::from_secs(30), "the memory hold in status", || {
+        let client = &client;
+        async move { client.status().await.ok()?.admission }
+    })
+    .await;
+    assert_eq!(hold.available_bytes, 1200 << 20, "{hold:?}");
+    assert_eq!(hold.expected_bytes, 512 << 20, "{hold:?}");
+    assert!(
+        hold.message.contains("1200 MiB available"),
+        "{}",
+        hold.message
+    );
+    assert!(hold.fix.contains("--memory-admission off"), "{}", hold.fix);
+    // It holds: several passes later the job is still queued and no runner was started.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(gh.job(job).unwrap().status, JobStatus::Queued);
+    let status = client.status().await.unwrap();
+    assert!(status.runners.is_empty(), "{:?}", status.runners);
+    let text = d.ok(&["status"]).await;
+    assert!(text.contains("New runners wait for memory"), "{text}");
+
+    // Memory frees up: the job is taken without waiting for anything else.
+    write_meminfo(&meminfo, 8192);
+    until(Duration::from_secs(30), "the job taken", || async {
+        (gh.job(job).unwrap().status != JobStatus::Queued).then_some(())
+    })
+    .await;
+    let status = client.status().await.unwrap();
+    assert!(status.admission.is_none(), "{:?}", status.admission);
+
+    // Memory runs low again while it runs: the running job is not stopped.
+    write_meminfo(&meminfo, 100);
+    until(Duration::from_secs(60), "the job finished", || async {
+        let j = gh.job(job).unwrap();
+        (j.status == JobStatus::Completed).then_some(j.conclusion)
+    })
+    .await
+    .map(|c| assert_eq!(c, Conclusion::Success, "the running job was not stopped"))
+    .unwrap();
+    d.stop().await.unwrap();
+}
