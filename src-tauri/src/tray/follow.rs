@@ -11,14 +11,10 @@
 
 use crate::app::App;
 use crate::{notify, relaunch};
+use rm_proto::client::sleep_or_forever;
 use rm_proto::model::{Input, Notice};
-use rm_proto::{
-    Client, ClientOptions, Event, Follower, UnixMillis, UpdateState, UpdateStatus, WatchMessage,
-};
+use rm_proto::{ClientOptions, Event, Follower, UnixMillis, UpdateState, WatchMessage};
 use std::time::Duration;
-
-/// Bound on the one `GET /v1/update` per connection (a local call).
-const UPDATE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn spawn(app: App) {
     let task = app.clone();
@@ -50,7 +46,7 @@ pub fn spawn(app: App) {
             let now = UnixMillis::now();
             let mut notices = shared.model().fold(input, now);
             if connected {
-                if let Some(update) = update_status(follower.client()).await {
+                if let Some(update) = follower.update_status().await {
                     // Updated by its updater, or by a package (then it runs another version
                     // than this tray): this tray's binary may have been replaced too.
                     updated = update.state == UpdateState::Updated
@@ -78,23 +74,6 @@ fn raise(app: &App, notices: &[Notice]) {
     }
 }
 
-/// The updater's state, read once per connection; `None` from a service without it (older)
-/// or when it does not answer in time (the stream's events still come).
-async fn update_status(client: Option<&Client>) -> Option<UpdateStatus> {
-    let client = client?;
-    match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
-        Ok(Ok(status)) => Some(status),
-        Ok(Err(error)) => {
-            tracing::info!(%error, "the service's update status could not be read");
-            None
-        }
-        Err(_) => {
-            tracing::info!("the service's update status did not come within 5 s");
-            None
-        }
-    }
-}
-
 /// Restarts the tray when its binary on disk is not the one running (an update replaced it).
 fn restart_if_replaced(app: &App) {
     let Some(exe) = app.exe.as_ref().filter(|e| e.replaced()) else {
@@ -117,12 +96,5 @@ fn log_input(input: &Input) {
         Input::BadLine { detail } => tracing::warn!(%detail, "skipped an unreadable watch line"),
         Input::Update(status) => tracing::debug!(state = ?status.state, "update status"),
         Input::Tick => {}
-    }
-}
-
-async fn sleep_or_forever(wait: Option<Duration>) {
-    match wait {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending::<()>().await,
     }
 }

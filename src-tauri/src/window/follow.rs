@@ -3,14 +3,12 @@
 //! notices the fold decides are the icon process's to raise: dropped here.
 
 use crate::render;
+use rm_proto::client::sleep_or_forever;
 use rm_proto::model::Input;
-use rm_proto::{ClientOptions, Follower, UnixMillis, UpdateStatus, WatchMessage};
+use rm_proto::{ClientOptions, Follower, UnixMillis, WatchMessage};
 use rm_tray::state::Shared;
 use std::time::Duration;
 use tauri::{AppHandle, Manager};
-
-/// Bound on the one `GET /v1/update` per connection (a local call).
-const UPDATE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn spawn(app: AppHandle) {
     tauri::async_runtime::spawn(async move {
@@ -32,7 +30,7 @@ pub fn spawn(app: AppHandle) {
             let connected = matches!(input, Input::Message(WatchMessage::Snapshot { .. }));
             let _ = shared.model().fold(input, UnixMillis::now());
             if connected {
-                if let Some(update) = update_status(&follower).await {
+                if let Some(update) = follower.update_status().await {
                     let _ = shared
                         .model()
                         .fold(Input::Update(Box::new(update)), UnixMillis::now());
@@ -42,23 +40,4 @@ pub fn spawn(app: AppHandle) {
             render::all(&app);
         }
     });
-}
-
-async fn update_status(follower: &Follower) -> Option<UpdateStatus> {
-    let client = follower.client()?;
-    match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
-        Ok(Ok(status)) => Some(status),
-        Ok(Err(error)) => {
-            tracing::info!(%error, "the service's update status could not be read");
-            None
-        }
-        Err(_) => None,
-    }
-}
-
-async fn sleep_or_forever(wait: Option<Duration>) {
-    match wait {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending::<()>().await,
-    }
 }

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use rm_proto::client::sleep_or_forever;
 use rm_proto::model::{Input, Model, ModelOptions, TrayState, View};
 use rm_proto::{ClientOptions, Follower, UnixMillis, WatchMessage};
 
@@ -55,19 +56,6 @@ fn update_line(view: &View) -> Option<String> {
     })
 }
 
-/// Bound on the one `GET /v1/update` per connection (a local call).
-const UPDATE_STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The updater's state, read once per connection as the tray does (the status carries no
-/// update part, and an announcement made before this connection is not sent again).
-async fn update_status(follower: &Follower) -> Option<rm_proto::UpdateStatus> {
-    let client = follower.client()?;
-    match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
-        Ok(Ok(status)) => Some(status),
-        _ => None,
-    }
-}
-
 fn clock() -> String {
     chrono::Local::now().format("%H:%M:%S").to_string()
 }
@@ -100,7 +88,7 @@ async fn follow(sockets: Vec<PathBuf>) {
         let now = UnixMillis::now();
         let mut notices = model.fold(input, now);
         if connected {
-            if let Some(update) = update_status(&follower).await {
+            if let Some(update) = follower.update_status().await {
                 notices.extend(model.fold(Input::Update(Box::new(update)), UnixMillis::now()));
             }
         }
@@ -119,12 +107,5 @@ async fn follow(sockets: Vec<PathBuf>) {
         for n in notices {
             println!("{} notify: {} — {}", clock(), n.title, n.body);
         }
-    }
-}
-
-async fn sleep_or_forever(wait: Option<std::time::Duration>) {
-    match wait {
-        Some(d) => tokio::time::sleep(d).await,
-        None => std::future::pending::<()>().await,
     }
 }

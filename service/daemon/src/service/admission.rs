@@ -52,11 +52,16 @@ pub struct Hold {
 }
 
 impl Hold {
-    pub fn message(&self) -> String {
+    /// In words; `queued`: a job is waiting now (else a new runner only would wait).
+    pub fn message(&self, queued: bool) -> String {
         format!(
-            "New runners wait for memory: {} MiB available, {} MiB still to be used by running \
-             jobs and {} MiB kept free leave less than the {} MiB a new runner is expected to \
-             need.",
+            "{}: {} MiB available, {} MiB still to be used by running jobs and {} MiB kept \
+             free leave less than the {} MiB a new runner is expected to need.",
+            if queued {
+                "New runners wait for memory"
+            } else {
+                "A new runner would wait for memory"
+            },
             self.available_bytes / MIB,
             self.reserved_bytes / MIB,
             self.headroom_bytes / MIB,
@@ -307,7 +312,11 @@ mod tests {
             headroom_bytes: 1024 * MIB,
             expected_bytes: 2048 * MIB,
         };
-        let m = h.message();
+        assert!(h
+            .message(false)
+            .starts_with("A new runner would wait for memory: "));
+        let m = h.message(true);
+        assert!(m.starts_with("New runners wait for memory: "), "{m}");
         assert!(
             m.contains("3000 MiB available") && m.contains("2048 MiB"),
             "{m}"

@@ -34,6 +34,21 @@ struct Entry {
     told_gone: bool,
 }
 
+impl Entry {
+    fn new(live: &Live, now: Instant) -> Entry {
+        Entry {
+            id: live.attempt.clone(),
+            policy: live.policy,
+            root: live.process,
+            tree: TreeState::new(),
+            meter: AttemptMeter::new(now),
+            rss_now: 0,
+            ran_job: false,
+            told_gone: false,
+        }
+    }
+}
+
 /// An attempt the meter stopped following, with what it used.
 #[derive(Debug, Clone)]
 pub struct Ended {
@@ -161,29 +176,11 @@ impl Meters {
         for l in live {
             let entry = entries
                 .entry(l.attempt.to_string())
-                .or_insert_with(|| Entry {
-                    id: l.attempt.clone(),
-                    policy: l.policy,
-                    root: l.process,
-                    tree: TreeState::new(),
-                    meter: AttemptMeter::new(now),
-                    rss_now: 0,
-                    ran_job: false,
-                    told_gone: false,
-                });
+                .or_insert_with(|| Entry::new(l, now));
             // The same attempt with another process (a restart is not expected, but a
             // recycled identity must not mix two trees): start over.
             if entry.root != l.process {
-                *entry = Entry {
-                    id: l.attempt.clone(),
-                    policy: l.policy,
-                    root: l.process,
-                    tree: TreeState::new(),
-                    meter: AttemptMeter::new(now),
-                    rss_now: 0,
-                    ran_job: false,
-                    told_gone: false,
-                };
+                *entry = Entry::new(l, now);
             }
             let sample = sample_in(&snapshot, entry.root, &mut entry.tree);
             entry.meter.record(now, &sample);

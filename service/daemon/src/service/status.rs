@@ -234,6 +234,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         .filter(|p| !daemon.removals.contains(p.id()))
         .map(|p| target_status(daemon, p, read.counts.get(&p.id()).copied().unwrap_or(0)))
         .collect();
+    let queued = targets.iter().any(|t| t.demand.queued > 0);
     let mut distinct: Vec<&str> = target_of.values().map(String::as_str).collect();
     distinct.sort_unstable();
     distinct.dedup();
@@ -266,7 +267,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         github_health: github_health(daemon),
         host_checks: daemon.doctor.checks(),
         admission: daemon.admission.hold().map(|h| rm_proto::AdmissionHold {
-            message: h.message(),
+            message: h.message(queued),
             fix: h.fix().to_owned(),
             available_bytes: h.available_bytes,
             reserved_bytes: h.reserved_bytes,

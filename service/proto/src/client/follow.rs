@@ -15,6 +15,16 @@ use std::time::Duration;
 pub const FIRST_RECONNECT_DELAY: Duration = Duration::from_millis(100);
 /// The longest wait between two connection attempts.
 pub const MAX_RECONNECT_DELAY: Duration = Duration::from_millis(1500);
+/// Bound on the one `GET /v1/update` per connection (a local call).
+pub const UPDATE_STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sleeps for `wait`, or forever when nothing shown depends on time (a follower's timer).
+pub async fn sleep_or_forever(wait: Option<Duration>) {
+    match wait {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending::<()>().await,
+    }
+}
 
 /// Connects to the service and follows its watch stream; see the module doc.
 pub struct Follower {
@@ -48,6 +58,25 @@ impl Follower {
     /// The socket of the current connection.
     pub fn socket(&self) -> Option<&Path> {
         self.client.as_ref().map(Client::socket_path)
+    }
+
+    /// The updater's state, read once per connection by the followers (the status carries no
+    /// update part, and an announcement made before this connection is not sent again);
+    /// `None` without a connection, from a service without an updater (older), or when it does
+    /// not answer within [`UPDATE_STATUS_TIMEOUT`] (the stream's events still come).
+    pub async fn update_status(&self) -> Option<crate::UpdateStatus> {
+        let client = self.client.as_ref()?;
+        match tokio::time::timeout(UPDATE_STATUS_TIMEOUT, client.update_status()).await {
+            Ok(Ok(status)) => Some(status),
+            Ok(Err(error)) => {
+                tracing::info!(%error, "the service's update status could not be read");
+                None
+            }
+            Err(_) => {
+                tracing::info!("the service's update status did not come within 5 s");
+                None
+            }
+        }
     }
 
     /// The next input: a message, or why the connection was lost or could not be made (after

@@ -10,7 +10,10 @@ mod transport;
 mod watch;
 
 pub use error::ClientError;
-pub use follow::{disconnect_of, Follower, FIRST_RECONNECT_DELAY, MAX_RECONNECT_DELAY};
+pub use follow::{
+    disconnect_of, sleep_or_forever, Follower, FIRST_RECONNECT_DELAY, MAX_RECONNECT_DELAY,
+    UPDATE_STATUS_TIMEOUT,
+};
 pub use transport::PIPE_BUSY_WAIT;
 pub use watch::WatchStream;
 

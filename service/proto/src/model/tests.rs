@@ -170,6 +170,40 @@ fn idle_busy_paused_and_signed_out_headers() {
 }
 
 #[test]
+fn a_job_held_back_for_memory_is_said_without_calling_for_attention() {
+    let mut s = status();
+    s.admission = Some(crate::status::AdmissionHold {
+        message: "New runners wait for memory: 900 MiB available …".into(),
+        fix: "They start by themselves once memory frees up.".into(),
+        available_bytes: 900 << 20,
+        reserved_bytes: 0,
+        headroom_bytes: 1 << 30,
+        expected_bytes: 2 << 30,
+    });
+    // Nothing queued: a hold is not news.
+    let v = connected(s.clone()).view(t(2000));
+    assert_eq!(v.header, "Idle · 3 targets");
+    s.targets[0].demand.queued = 1;
+    let v = connected(s.clone()).view(t(2000));
+    assert_eq!(v.state, TrayState::Idle, "not a failure");
+    assert_eq!(v.header, "Waiting for memory · 3 targets");
+    assert!(
+        v.summary.contains("900 MiB available") && v.summary.contains("by themselves"),
+        "{}",
+        v.summary
+    );
+    assert!(v.concerns.is_empty());
+    s.runners = vec![busy("octo/app", "build", 0)];
+    let v = connected(s).view(t(2000));
+    assert_eq!(v.header, "Running 1 job");
+    assert!(
+        v.summary.ends_with("queued jobs wait for memory"),
+        "{}",
+        v.summary
+    );
+}
+
+#[test]
 fn a_runner_failure_notifies_once_names_the_target_and_the_fix_and_calls_for_attention() {
     let mut m = connected(status());
     let notes = m.fold(

@@ -242,6 +242,11 @@ impl Model {
             .map(|r| r.line.as_str())
             .collect::<Vec<_>>()
             .join(", ");
+        // Memory admission holds back a queued job (a hold with nothing queued is not news).
+        let memory_wait = status
+            .admission
+            .as_ref()
+            .filter(|_| status.targets.iter().any(|t| t.demand.queued > 0));
         let (state, header, summary) = if let Some(first) = concerns.first() {
             let header = format!("Needs attention: {}", first.message);
             let summary = format!("{header}. {}", first.fix);
@@ -264,8 +269,16 @@ impl Model {
             let summary = format!("{header}: no new runner starts until you resume");
             (TrayState::Paused, header, summary)
         } else if !runners.is_empty() {
-            let summary = format!("{busy_header}: {runner_lines}");
+            let mut summary = format!("{busy_header}: {runner_lines}");
+            if memory_wait.is_some() {
+                summary.push_str("; queued jobs wait for memory");
+            }
             (TrayState::Busy, busy_header, summary)
+        } else if let Some(hold) = memory_wait {
+            // Not a failure: the jobs start by themselves once memory frees up.
+            let header = format!("Waiting for memory · {targets}");
+            let summary = format!("{header}: {} {}", hold.message, hold.fix);
+            (TrayState::Idle, header, summary)
         } else {
             let header = if status.targets.is_empty() {
                 "Idle · no targets yet".to_owned()
