@@ -71,7 +71,8 @@ function renderHost(m) {
       s.host.capacity_note ? el("span", { class: "muted" }, s.host.capacity_note) : null),
     capErr,
     el("div", { class: "row" }, el("span", { class: `badge ${s.paused ? "s-warn" : "s-ok"}` }, s.paused ? "Paused: no new runner starts" : "Launching runners for queued jobs"), pause),
-    s.admission ? el("p", { class: "s-warn", role: "status" }, s.admission.message, " ", el("span", { class: "muted" }, s.admission.fix)) : null,
+    // replaceChildren would write a null as text: only what is there.
+    ...(s.admission ? [el("p", { class: "s-warn", role: "status" }, s.admission.message, " ", el("span", { class: "muted" }, s.admission.fix))] : []),
   );
 }
 

@@ -56,6 +56,19 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
         format!("About runner-manager {version}")
     );
     assert_eq!(driver.text("#update-current").await, version);
+    // Every part says something in words: no `null`/`undefined` leaks into the page.
+    for part in [
+        "#host-body",
+        "#runners-body",
+        "#targets-body",
+        "#update-body",
+    ] {
+        let text = driver.text(part).await;
+        assert!(
+            !text.contains("null") && !text.contains("undefined"),
+            "{part}: {text}"
+        );
+    }
     let words = driver.text("#update-body").await;
     assert!(
         words.contains("installs new releases by itself") && words.contains("not from a package"),
