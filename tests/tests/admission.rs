@@ -1,9 +1,11 @@
-//! Memory admission: a queued job waits while the memory available (less the headroom) does
-//! not cover a new runner's expected peak; status and the CLI say so with the numbers and the
-//! fix; it starts by itself soon after memory frees up (looked at every 2 s), and a running
-//! job is never stopped when memory runs low again. Real binary and fake GitHub; the memory
-//! reading comes from a meminfo file the test writes (`RUNNER_MANAGER_TEST_MEMINFO`, honoured
-//! by debug builds only): the real `/proc/meminfo` cannot be steered from a test.
+//! Admission: a queued job waits while the memory available (less the headroom) does not cover
+//! a new runner's expected peak, or while a workstation rule holds (on battery); status and the
+//! CLI say so with the numbers or the rule, and the fix; it starts by itself soon after the
+//! reason clears (looked at every 2 s), and a running job is never stopped when the reason
+//! comes back. Real binary and fake GitHub; the memory and power readings come from files the
+//! test writes (`RUNNER_MANAGER_TEST_MEMINFO`, `RUNNER_MANAGER_TEST_POWER_SUPPLY`, honoured by
+//! debug builds only): the real `/proc/meminfo` and `/sys/class/power_supply` cannot be
+//! steered from a test (UPower is not asked: the kernel's supplies are what it reads too).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -84,6 +86,80 @@ async fn a_job_waits_for_memory_says_why_and_starts_once_it_frees_up() {
 
     // Memory runs low again while it runs: the running job is not stopped.
     write_meminfo(&meminfo, 100);
+    until(Duration::from_secs(60), "the job finished", || async {
+        let j = gh.job(job).unwrap();
+        (j.status == JobStatus::Completed).then_some(j.conclusion)
+    })
+    .await
+    .map(|c| assert_eq!(c, Conclusion::Success, "the running job was not stopped"))
+    .unwrap();
+    d.stop().await.unwrap();
+}
+
+/// A power supply in a fake `/sys/class/power_supply`: its type once, a value renamed in whole.
+fn supply(dir: &Path, name: &str, kind: &str, field: &str, value: &str) {
+    let d = dir.join(name);
+    if !d.exists() {
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("type"), format!("{kind}\n")).unwrap();
+    }
+    let tmp = d.join(format!("{field}.tmp"));
+    std::fs::write(&tmp, format!("{value}\n")).unwrap();
+    std::fs::rename(&tmp, d.join(field)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_battery_a_job_waits_and_starts_once_plugged_in_and_a_running_one_goes_on() {
+    let gh = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let power = dir.path().join("power_supply");
+    supply(&power, "BAT0", "Battery", "status", "Discharging");
+    supply(&power, "AC", "Mains", "online", "0");
+    let d = Daemon::start_env(
+        &gh,
+        &["--on-battery", "wait"],
+        &[("RUNNER_MANAGER_TEST_POWER_SUPPLY", power.to_str().unwrap())],
+    )
+    .await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
+        .await;
+    let label = routing_label(&added);
+    let run = gh
+        .queue_run(
+            "octo/hello",
+            vec![JobSpec::new("build", &[&label]).duration(Duration::from_secs(15))],
+        )
+        .unwrap();
+    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let client = d.client().await;
+    let hold = until(
+        Duration::from_secs(30),
+        "the battery hold in status",
+        || {
+            let client = &client;
+            async move { client.status().await.ok()?.workstation }
+        },
+    )
+    .await;
+    assert_eq!(hold.rule, "on_battery");
+    assert!(hold.fix.contains("--on-battery run"), "{}", hold.fix);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(gh.job(job).unwrap().status, JobStatus::Queued);
+    let text = d.ok(&["status"]).await;
+    assert!(text.contains("this machine runs on battery"), "{text}");
+
+    // Plugged in: the job starts.
+    supply(&power, "AC", "Mains", "online", "1");
+    until(Duration::from_secs(30), "the job taken", || async {
+        (gh.job(job).unwrap().status != JobStatus::Queued).then_some(())
+    })
+    .await;
+    assert!(client.status().await.unwrap().workstation.is_none());
+
+    // Unplugged while it runs: it goes on to the end.
+    supply(&power, "AC", "Mains", "online", "0");
     until(Duration::from_secs(60), "the job finished", || async {
         let j = gh.job(job).unwrap();
         (j.status == JobStatus::Completed).then_some(j.conclusion)

@@ -44,7 +44,7 @@ pub use status::{
     AdmissionHold, Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure,
     FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef,
     Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status, TargetKind, TargetProblem,
-    TargetSpend, TargetState, TargetStatus,
+    TargetSpend, TargetState, TargetStatus, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

@@ -37,6 +37,21 @@ pub struct Status {
     /// they may start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<AdmissionHold>,
+    /// Why new runners wait because of a workstation rule (on battery, machine busy, quiet
+    /// hours); absent when none holds them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workstation: Option<WorkstationHold>,
+}
+
+/// New runners wait because of a workstation rule; running jobs go on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkstationHold {
+    /// `on_battery`, `busy`, `quiet_hours`.
+    pub rule: String,
+    /// A few words (`on battery`).
+    pub short: String,
+    pub message: String,
+    pub fix: String,
 }
 
 /// New runners wait: the memory available now, less what running jobs are still expected to

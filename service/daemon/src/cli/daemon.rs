@@ -72,6 +72,15 @@ pub struct RunArgs {
     /// A runner's expected peak memory before its target has any history, in MiB.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub runner_memory_mb: u64,
+    /// New runners wait while this machine runs on battery (`wait`), or start anyway (`run`).
+    #[arg(long, value_enum, default_value_t = OnBattery::Run)]
+    pub on_battery: OnBattery,
+    /// New runners wait while the 1-minute load average is above this.
+    #[arg(long, value_parser = parse_max_load)]
+    pub max_load: Option<f64>,
+    /// New runners wait in these local hours, e.g. 22:00-07:00 (running jobs go on).
+    #[arg(long, value_parser = parse_quiet_hours)]
+    pub quiet_hours: Option<crate::service::QuietHours>,
     /// Memory kept free for your own work when admitting runners, in MiB.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
     pub memory_headroom_mb: u64,
@@ -94,6 +103,26 @@ pub struct RunArgs {
     /// refused by release builds.
     #[arg(long, hide = true, value_name = "FILE")]
     pub update_trust_key: Option<std::path::PathBuf>,
+}
+
+/// `--on-battery`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnBattery {
+    Wait,
+    Run,
+}
+
+fn parse_max_load(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a load average: give a number above 0, e.g. 4 or 6.5"
+        )),
+    }
+}
+
+fn parse_quiet_hours(text: &str) -> Result<crate::service::QuietHours, String> {
+    crate::service::QuietHours::parse(text)
 }
 
 /// A setting that is on or off.
@@ -178,6 +207,11 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         launch_backoff_max: args.launch_backoff_max_ms.map(Duration::from_millis),
         memory_admission: crate::service::AdmissionConfig {
             enabled: args.memory_admission == OnOff::On,
+            rules: crate::service::Rules {
+                wait_on_battery: args.on_battery == OnBattery::Wait,
+                max_load: args.max_load,
+                quiet_hours: args.quiet_hours,
+            },
             default_expected_bytes: args.runner_memory_mb << 20,
             headroom_bytes: args.memory_headroom_mb << 20,
         },

@@ -430,6 +430,10 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         println!("  {}", hold.message);
         println!("    fix: {}", hold.fix);
     }
+    if let Some(hold) = &s.workstation {
+        println!("  {}", hold.message);
+        println!("    fix: {}", hold.fix);
+    }
     for r in &s.runners {
         let job = r.job.as_ref().map(job_text).unwrap_or_default();
         println!(

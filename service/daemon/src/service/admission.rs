@@ -11,6 +11,7 @@
 //! Available memory is `MemAvailable` from `/proc/meminfo` and, where the service runs in a
 //! cgroup (v2) with a limit, `memory.max − memory.current`, whichever is smaller.
 
+use super::workstation::{self, RuleHold, Rules};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -23,9 +24,12 @@ pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// The host's admission settings (`daemon run --memory-admission`, `--runner-memory-mb`,
 /// `--memory-headroom-mb`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdmissionConfig {
+    /// Memory admission on.
     pub enabled: bool,
+    /// The workstation rules (on battery, load, quiet hours): checked first, memory or not.
+    pub rules: Rules,
     /// A runner's expected peak before its target has any history.
     pub default_expected_bytes: u64,
     /// Kept free for the user.
@@ -36,6 +40,7 @@ impl Default for AdmissionConfig {
     fn default() -> Self {
         AdmissionConfig {
             enabled: true,
+            rules: Rules::default(),
             default_expected_bytes: 2048 * MIB,
             headroom_bytes: 1024 * MIB,
         }
@@ -156,6 +161,9 @@ pub fn admissible(available: u64, reserved: u64, headroom: u64, expected: u64) -
 pub struct Admission {
     pub config: AdmissionConfig,
     source: MemorySource,
+    sources: workstation::Sources,
+    /// Why new runners wait because of a workstation rule.
+    rule_hold: Mutex<Option<RuleHold>>,
     /// What running runners are still expected to grow to (bytes), from the meter.
     reserved: AtomicU64,
     /// The largest typical peak among the targets (0: none known yet).
@@ -167,10 +175,16 @@ pub struct Admission {
 }
 
 impl Admission {
-    pub fn new(config: AdmissionConfig, source: MemorySource) -> Admission {
+    pub fn new(
+        config: AdmissionConfig,
+        source: MemorySource,
+        sources: workstation::Sources,
+    ) -> Admission {
         Admission {
             config,
             source,
+            sources,
+            rule_hold: Mutex::new(None),
             reserved: AtomicU64::new(0),
             largest_typical: AtomicU64::new(0),
             hold: Mutex::new(None),
@@ -200,9 +214,47 @@ impl Admission {
         *self.hold.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How many more runners may start now (`u32::MAX` when admission is off or memory cannot
-    /// be read); records the verdict.
+    /// Whether anything here may hold a start back (memory admission or a rule).
+    pub fn active(&self) -> bool {
+        self.config.enabled || self.config.rules.any()
+    }
+
+    /// Why new runners wait because of a workstation rule, if one holds them.
+    pub fn rule_hold(&self) -> Option<RuleHold> {
+        self.rule_hold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn arm_recheck(&self) {
+        if !self.holding.swap(true, Ordering::SeqCst) {
+            self.recheck.notify_one();
+        }
+    }
+
+    /// How many more runners may start now (`u32::MAX` when nothing here limits them or
+    /// memory cannot be read); records the verdict. A workstation rule is looked at first.
     pub fn allowed_new(&self) -> u32 {
+        let rule = self
+            .config
+            .rules
+            .check(&self.sources, workstation::local_minute());
+        let before = std::mem::replace(
+            &mut *self
+                .rule_hold
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+            rule.clone(),
+        );
+        if let Some(rule) = rule {
+            if before.as_ref().map(|b| b.rule) != Some(rule.rule) {
+                tracing::info!(rule = rule.rule, message = %rule.message, "new runners wait");
+            }
+            *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            self.arm_recheck();
+            return 0;
+        }
         if !self.config.enabled {
             return u32::MAX;
         }
@@ -238,8 +290,8 @@ impl Admission {
                 "new runners wait for memory"
             );
         }
-        if verdict.is_some() && !self.holding.swap(true, Ordering::SeqCst) {
-            self.recheck.notify_one();
+        if verdict.is_some() {
+            self.arm_recheck();
         }
         n
     }
@@ -253,11 +305,26 @@ impl Admission {
     pub fn released(&self) {
         self.holding.store(false, Ordering::SeqCst);
         *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        tracing::info!("memory frees up: new runners may start");
+        *self
+            .rule_hold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        tracing::info!("nothing holds new runners back any more");
     }
 
-    /// What the recheck asks: would a new runner fit now? (Does not record a verdict.)
+    /// What the recheck asks: would a new runner start now? (Does not record a verdict.)
     pub fn fits_now(&self) -> bool {
+        if self
+            .config
+            .rules
+            .check(&self.sources, workstation::local_minute())
+            .is_some()
+        {
+            return false;
+        }
+        if !self.config.enabled {
+            return true;
+        }
         match self.source.available() {
             Ok(available) => {
                 admissible(

@@ -74,7 +74,7 @@ impl JournalPort for GatedJournal {
             return Ok(0);
         }
         let capacity = self.inner.host_capacity().await?;
-        if !self.admission.config.enabled {
+        if !self.admission.active() {
             return Ok(capacity);
         }
         // Never below what is active: admission delays starts, it stops nothing.

@@ -34,10 +34,12 @@ mod sign_in;
 mod state;
 mod status;
 mod watchers;
+mod workstation;
 
 pub use admission::AdmissionConfig;
 pub use api::MAX_CAPACITY;
 pub use failure_log::fix_for;
+pub use workstation::{QuietHours, Rules};
 
 use crate::exit::{ExitCode, Failure};
 use crate::lock::InstanceLock;
@@ -349,6 +351,7 @@ async fn serve(
         admission: Arc::new(admission::Admission::new(
             options.memory_admission,
             admission::MemorySource::system(),
+            workstation::Sources::system(),
         )),
     }));
     daemon.launch.restore(&journal).await;

@@ -274,5 +274,14 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
             headroom_bytes: h.headroom_bytes,
             expected_bytes: h.expected_bytes,
         }),
+        workstation: daemon
+            .admission
+            .rule_hold()
+            .map(|h| rm_proto::WorkstationHold {
+                rule: h.rule.to_owned(),
+                short: h.short,
+                message: h.message,
+                fix: h.fix,
+            }),
     })
 }

@@ -37,6 +37,7 @@ fn status() -> Status {
         github_health: GitHubHealth::default(),
         host_checks: vec![],
         admission: None,
+        workstation: None,
     }
 }
 
@@ -194,13 +195,24 @@ fn a_job_held_back_for_memory_is_said_without_calling_for_attention() {
     );
     assert!(v.concerns.is_empty());
     s.runners = vec![busy("octo/app", "build", 0)];
-    let v = connected(s).view(t(2000));
+    let v = connected(s.clone()).view(t(2000));
     assert_eq!(v.header, "Running 1 job");
     assert!(
-        v.summary.ends_with("queued jobs wait for memory"),
+        v.summary.ends_with("queued jobs wait (memory)"),
         "{}",
         v.summary
     );
+    // A workstation rule says which.
+    s.runners.clear();
+    s.workstation = Some(crate::status::WorkstationHold {
+        rule: "on_battery".into(),
+        short: "on battery".into(),
+        message: "New runners wait: this machine runs on battery.".into(),
+        fix: "They start once it is plugged in.".into(),
+    });
+    let v = connected(s).view(t(2000));
+    assert_eq!(v.header, "Waiting · on battery · 3 targets");
+    assert_eq!(v.state, TrayState::Idle);
 }
 
 #[test]

@@ -242,11 +242,20 @@ impl Model {
             .map(|r| r.line.as_str())
             .collect::<Vec<_>>()
             .join(", ");
-        // Memory admission holds back a queued job (a hold with nothing queued is not news).
+        // A queued job held back by memory admission or a workstation rule (a hold with nothing
+        // queued is not news): (few words, message, fix).
+        let queued = status.targets.iter().any(|t| t.demand.queued > 0);
         let memory_wait = status
-            .admission
+            .workstation
             .as_ref()
-            .filter(|_| status.targets.iter().any(|t| t.demand.queued > 0));
+            .map(|w| (w.short.as_str(), &w.message, &w.fix))
+            .or_else(|| {
+                status
+                    .admission
+                    .as_ref()
+                    .map(|a| ("memory", &a.message, &a.fix))
+            })
+            .filter(|_| queued);
         let (state, header, summary) = if let Some(first) = concerns.first() {
             let header = format!("Needs attention: {}", first.message);
             let summary = format!("{header}. {}", first.fix);
@@ -270,14 +279,18 @@ impl Model {
             (TrayState::Paused, header, summary)
         } else if !runners.is_empty() {
             let mut summary = format!("{busy_header}: {runner_lines}");
-            if memory_wait.is_some() {
-                summary.push_str("; queued jobs wait for memory");
+            if let Some((short, _, _)) = memory_wait {
+                summary.push_str(&format!("; queued jobs wait ({short})"));
             }
             (TrayState::Busy, busy_header, summary)
-        } else if let Some(hold) = memory_wait {
-            // Not a failure: the jobs start by themselves once memory frees up.
-            let header = format!("Waiting for memory · {targets}");
-            let summary = format!("{header}: {} {}", hold.message, hold.fix);
+        } else if let Some((short, message, fix)) = memory_wait {
+            // Not a failure: the jobs start by themselves once the reason clears.
+            let header = if short == "memory" {
+                format!("Waiting for memory · {targets}")
+            } else {
+                format!("Waiting · {short} · {targets}")
+            };
+            let summary = format!("{header}: {message} {fix}");
             (TrayState::Idle, header, summary)
         } else {
             let header = if status.targets.is_empty() {

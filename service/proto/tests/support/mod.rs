@@ -150,6 +150,7 @@ pub fn sample_status() -> Status {
         github_health: Default::default(),
         host_checks: Vec::new(),
         admission: None,
+        workstation: None,
     }
 }
 
