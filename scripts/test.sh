@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 ensure_build_deps
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/runner-manager-target}"
+# A copy of the tests' output goes here too when the caller names a file (CI sums it up).
+export RM_TEST_LOG="${RM_TEST_LOG:-/dev/null}"
 # Build every binary first: the test kit packs the fake Runner.Listener into its runner package,
 # and tests of one crate must find the binaries of another.
 cargo build --workspace --bins --locked
@@ -53,10 +55,10 @@ if command -v dbus-run-session >/dev/null && command -v gnome-keyring-daemon >/d
             sleep 0.05
         done
         export RM_TEST_SECRET_SERVICE=1
-        cargo test --workspace --locked "$@"
+        cargo test --workspace --locked "$@" 2>&1 | tee -a "$RM_TEST_LOG"
     ' test.sh "$@"
 else
     echo "test.sh: dbus-run-session or gnome-keyring-daemon is missing: the Secret Service" \
          "test will be skipped (install dbus and gnome-keyring to run it)" >&2
-    cargo test --workspace --locked "$@"
+    cargo test --workspace --locked "$@" 2>&1 | tee -a "$RM_TEST_LOG"
 fi
