@@ -118,33 +118,38 @@ function renderRunners(m) {
   box.replaceChildren(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Target"), el("th", {}, "State"), el("th", {}, "Job"), el("th", {}, "For"), el("th", {}, "Uses"))), el("tbody", {}, rows)));
 }
 
+// A target row is one profile of a target: its key and its name in words.
+const rowKey = (t) => `${t.target}#${t.profile}`;
+const rowName = (t) => (t.profile && t.profile !== "default" ? `${t.target} (${t.profile})` : t.target);
+const profileArg = (t) => (t.profile && t.profile !== "default" ? t.profile : null);
+
 function targetRow(t) {
   let [words, cls] = t.enabled ? (t.problem ? ["needs attention", "s-bad"] : TARGET_STATE[t.state] || [t.state, ""]) : ["disabled", "s-muted"];
   if (t.enabled && !t.problem && t.state === "active" && t.max_capacity === null) [words, cls] = ["monitor only", "s-ok"];
   const err = el("p", { class: "error", role: "alert" });
-  const busy = pending.has(t.target);
-  const enabled = el("input", { type: "checkbox", checked: t.enabled, disabled: busy, "aria-label": `serve ${t.target}` });
+  const busy = pending.has(rowKey(t));
+  const enabled = el("input", { type: "checkbox", checked: t.enabled, disabled: busy, "aria-label": `serve ${rowName(t)}` });
   enabled.addEventListener("change", () => change(t, { enabled: enabled.checked }, err));
-  const monitor = el("input", { type: "checkbox", checked: t.max_capacity === null, disabled: busy, "aria-label": `${t.target} monitor only` });
-  const max = el("input", { type: "number", min: 1, max: 64, value: t.max_capacity ?? "", disabled: busy || t.max_capacity === null, "aria-label": `${t.target} at most this many runners` });
+  const monitor = el("input", { type: "checkbox", checked: t.max_capacity === null, disabled: busy, "aria-label": `${rowName(t)} monitor only` });
+  const max = el("input", { type: "number", min: 1, max: 64, value: t.max_capacity ?? "", disabled: busy || t.max_capacity === null, "aria-label": `${rowName(t)} at most this many runners` });
   monitor.addEventListener("change", () => change(t, monitor.checked ? { monitorOnly: true } : { maxRunners: Number(max.value) || 1 }, err));
   max.addEventListener("change", () => { if (Number(max.value) > 0) change(t, { maxRunners: Number(max.value) }, err); });
   let actions;
-  if (confirmRemove === t.target) {
-    const yes = el("button", { type: "button", class: "danger" }, `Remove ${t.target}`);
-    yes.addEventListener("click", () => act(yes, async () => { await invoke("remove_target", { target: t.target }); confirmRemove = null; }, err));
+  if (confirmRemove === rowKey(t)) {
+    const yes = el("button", { type: "button", class: "danger" }, `Remove ${rowName(t)}`);
+    yes.addEventListener("click", () => act(yes, async () => { await invoke("remove_target", { target: t.target, profile: profileArg(t) }); confirmRemove = null; }, err));
     const no = el("button", { type: "button" }, "Keep");
     no.addEventListener("click", () => { confirmRemove = null; render(); });
     actions = el("div", { class: "row" }, el("span", {}, "Runners it started finish their job first."), yes, no);
     setTimeout(() => no.focus(), 0);
   } else {
-    const rm = el("button", { type: "button", class: "danger", "aria-label": `Remove ${t.target}` }, "Remove…");
-    rm.addEventListener("click", () => { confirmRemove = t.target; render(); });
+    const rm = el("button", { type: "button", class: "danger", "aria-label": `Remove ${rowName(t)}` }, "Remove…");
+    rm.addEventListener("click", () => { confirmRemove = rowKey(t); render(); });
     actions = rm;
   }
   const demand = t.demand.queued ? `${t.demand.queued}${t.demand.is_floor ? "+" : ""} queued` : "none queued";
-  return el("tr", { id: `target-${t.target}` },
-    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository")),
+  return el("tr", { id: t.profile && t.profile !== "default" ? `target-${t.target}-${t.profile}` : `target-${t.target}` },
+    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository", profileArg(t) ? ` · profile ${t.profile}` : "")),
     el("td", {}, el("span", { class: `badge ${cls}` }, words), t.problem ? el("p", {}, t.problem.message, el("br"), el("span", { class: "muted" }, t.problem.fix)) : null),
     el("td", {}, el("label", {}, enabled, " enabled")),
     el("td", {}, el("div", { class: "row" }, max, el("label", {}, monitor, " monitor only"))),
@@ -153,12 +158,55 @@ function targetRow(t) {
 }
 
 async function change(t, what, err) {
-  pending.add(t.target);
+  pending.add(rowKey(t));
   try {
-    await invoke("update_target", { target: t.target, enabled: what.enabled ?? null, maxRunners: what.maxRunners ?? null, monitorOnly: what.monitorOnly ?? null });
+    await invoke("update_target", { target: t.target, profile: profileArg(t), enabled: what.enabled ?? null, maxRunners: what.maxRunners ?? null, monitorOnly: what.monitorOnly ?? null });
     err.textContent = "";
   } catch (e) { err.textContent = errorText(e); }
-  finally { pending.delete(t.target); render(); }
+  finally { pending.delete(rowKey(t)); render(); }
+}
+
+// Queued jobs and why each has no runner (the service's `why`): asked at most every 2 s, while
+// the service answers.
+let why = null;
+let whyError = "";
+let whyAt = 0;
+let whyBusy = false;
+const WHY_SHOWN = 12;
+
+async function refreshWhy(force) {
+  if (whyBusy || (!force && Date.now() - whyAt < 2000)) return;
+  if (!model || model.connection.state !== "connected") return;
+  whyBusy = true;
+  try { why = await invoke("why"); whyError = ""; }
+  catch (e) { whyError = errorText(e); }
+  finally { whyBusy = false; whyAt = Date.now(); renderWhy(); }
+}
+
+function renderWhy() {
+  const box = $("#queued-body");
+  if (whyError) { box.replaceChildren(el("p", { class: "error" }, whyError)); return; }
+  if (!why) { box.replaceChildren(el("p", { class: "muted" }, "Looking at the queue…")); return; }
+  const jobs = why.targets.flatMap((t) => t.jobs.map((j) => ({ t, j })));
+  const waiting = jobs.filter(({ j }) => !j.reason.covered);
+  const covered = jobs.length - waiting.length;
+  const parts = [];
+  for (const t of why.targets.filter((t) => t.summary)) {
+    parts.push(el("p", { class: "banner" }, el("strong", {}, `${t.target}: `), t.summary.message, t.summary.fix ? el("span", { class: "fix" }, t.summary.fix) : null));
+  }
+  if (jobs.length === 0) parts.push(el("p", { class: "muted" }, "No job is queued for this machine's targets."));
+  else if (waiting.length === 0) parts.push(el("p", { class: "muted" }, `${covered} queued job(s), each with a runner of this machine starting or waiting for it.`));
+  else {
+    if (covered) parts.push(el("p", { class: "muted" }, `${covered} more queued job(s) have a runner of this machine.`));
+    const items = waiting.slice(0, WHY_SHOWN).map(({ t, j }) => el("li", { class: "panel" },
+      el("div", {}, el("strong", {}, j.profile && j.profile !== "default" ? `${t.target} (${j.profile})` : t.target),
+        el("span", { class: "muted" }, ` · job ${j.job_id} · runs-on ${j.runs_on.length ? `[${j.runs_on.join(", ")}]` : "(no labels)"}`)),
+      el("p", {}, j.reason.message),
+      j.reason.fix ? el("p", { class: "muted" }, j.reason.fix) : null));
+    parts.push(el("ul", { class: "plain stack", "aria-label": "queued jobs without a runner" }, items));
+    if (waiting.length > WHY_SHOWN) parts.push(el("p", { class: "muted" }, `and ${waiting.length - WHY_SHOWN} more: \`runner-manager why\` lists them all.`));
+  }
+  box.replaceChildren(...parts);
 }
 
 function renderTargets(m) {
@@ -267,6 +315,7 @@ function render() {
   renderHost(m);
   renderConcerns(m);
   renderRunners(m);
+  renderWhy();
   renderTargets(m);
   renderFailures(m);
   renderGitHub(m);
@@ -280,6 +329,7 @@ function render() {
 // Re-render from a model without clobbering a field being typed in.
 function update(m) {
   model = m;
+  refreshWhy(false);
   const active = document.activeElement;
   if (active && active.tagName === "INPUT" && active.type !== "checkbox" && active.closest("#host-body, #targets-body")) return;
   render();
@@ -299,6 +349,7 @@ document.addEventListener("keydown", (e) => { if (e.key === "Escape" && confirmR
 tauri.event.listen("anchor", (e) => { focusAnchor = e.payload; render(); });
 
 onModel(update);
+setInterval(() => refreshWhy(false), 3000);
 invoke("model").then(update);
 invoke("autostart_enabled").then((on) => ($("#opt-autostart").checked = on));
 invoke("acknowledge");

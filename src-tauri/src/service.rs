@@ -146,7 +146,7 @@ pub async fn update_target(
             .targets()
             .await?
             .into_iter()
-            .find(|t| t.kind == target.kind && t.target.eq_ignore_ascii_case(&target.name))
+            .find(|t| target.matches(t))
             .ok_or_else(|| {
                 CommandError::new(
                     "not_found",

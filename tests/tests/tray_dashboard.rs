@@ -60,6 +60,7 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
     for part in [
         "#host-body",
         "#runners-body",
+        "#queued-body",
         "#targets-body",
         "#update-body",
     ] {
@@ -151,6 +152,27 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
             .then_some(())
     })
     .await;
+
+    // Enabled again, monitor-only: a queued job says why no runner takes it, with the fix.
+    driver
+        .click(&format!("{ROW} input[aria-label=\"serve octo/hello\"]"))
+        .await;
+    until(Duration::from_secs(20), "enabled", || async {
+        client.targets().await.unwrap()[0].enabled.then_some(())
+    })
+    .await;
+    gh.queue_run(
+        "octo/hello",
+        vec![rm_testkit::JobSpec::new("build", &[&host.routing_label])],
+    )
+    .unwrap();
+    let queued = driver
+        .until_text("#queued-body", "the waiting job's reason", |t| {
+            t.contains("monitor-only")
+        })
+        .await;
+    assert!(queued.contains("--max-runners N"), "{queued}");
+    assert!(queued.contains(&host.routing_label), "{queued}");
 
     // Removal asks first.
     driver.click(&format!("{ROW} button.danger")).await;

@@ -8,14 +8,23 @@ use crate::ids::next_attempt_id;
 use crate::ports::{
     ActiveCounts, DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort,
 };
-use crate::target_loop::TargetLoop;
+use crate::target_loop::{JobsSeen, TargetLoop};
+use crate::why::{demand_unread, note_runners};
 use rm_core::{
-    allocate, match_demand_for_runner, AllocationInput, Attempt, AttemptId, Evidence,
-    FailureReason, Outcome, Policy, PolicyDemand, PolicyId, PolicyState, Timestamp,
+    allocate, match_demand_for_runner, Allocation, AllocationInput, Attempt, AttemptId, Evidence,
+    FailureReason, Outcome, PassStop, PassView, Policy, PolicyDemand, PolicyId, PolicyState,
+    Timestamp,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// Notes each policy's grant in the pass's record.
+fn note_grants(view: &mut PassView, allocation: &Allocation) {
+    for p in &mut view.policies {
+        p.grant = allocation.for_policy(p.policy_id).copied();
+    }
+}
 
 /// One reserved attempt on its way to `starting`.
 struct Reservation {
@@ -40,12 +49,26 @@ where
         counts: &ActiveCounts,
         total_known: bool,
     ) -> (bool, u32) {
+        let mut view = self.pass_view(None);
+        let outcome = self.decide_and_launch(counts, total_known, &mut view).await;
+        self.record_pass(view);
+        outcome
+    }
+
+    /// [`TargetLoop::allocate_and_launch`], noting what it sees and decides in `view`.
+    async fn decide_and_launch(
+        &self,
+        counts: &ActiveCounts,
+        total_known: bool,
+        view: &mut PassView,
+    ) -> (bool, u32) {
         let policies = self.policies();
         let polled: Vec<&Policy> = policies
             .iter()
             .filter(|p| matches!(p.state(), PolicyState::Active | PolicyState::Pending))
             .collect();
         if polled.is_empty() {
+            view.stop = Some(PassStop::NothingPolled);
             return (false, 0);
         }
         let snapshot = match self.ports.github.queued_jobs(&self.target).await {
@@ -54,9 +77,18 @@ where
                 tracing::warn!(gh_target = %self.target, error = %e, "demand could not be read; starting nothing this pass");
                 let ids: Vec<_> = polled.iter().map(|p| p.id()).collect();
                 self.note_github_refusal(&ids, &e).await;
+                view.stop = Some(PassStop::Demand(demand_unread(&e)));
                 return (false, 0);
             }
         };
+        self.note_jobs(
+            view,
+            JobsSeen {
+                at: self.now(),
+                jobs: snapshot.jobs.clone(),
+                is_floor: snapshot.is_floor,
+            },
+        );
         // GitHub answered: a pending policy whose operator wants it becomes active.
         for p in polled
             .iter()
@@ -65,6 +97,9 @@ where
             self.set_policy_state(p.id(), PolicyState::Active).await;
         }
         let policies = self.policies();
+        // Refresh the record's policies: some may have become active just now.
+        let fresh = self.pass_view(None).policies;
+        view.policies = fresh;
         let mut matched: HashMap<_, u32> = HashMap::new();
         for p in policies.iter().filter(|p| p.state() == PolicyState::Active) {
             let count = match_demand_for_runner(
@@ -96,6 +131,7 @@ where
             listed: snapshot.runners_with_jobs,
         };
         let has_job = jobs.has_job();
+        note_runners(view, counts, &has_job, |p| jobs.lagging_names(counts, p));
         // The queued jobs the runners without a job still have to serve: the listings' count,
         // less the jobs the listings have not caught up with (see `JobKnowledge::lagging`).
         let demand_of = |counts: &ActiveCounts, p: &Policy| {
@@ -125,11 +161,9 @@ where
         // A grant never grows when the host has less room, so when even an unbounded host
         // would start nothing (the idle case: no demand, minimums met) the capacity is not
         // read at all: an idle pass costs one journal round trip less.
-        if allocation_with(counts, u32::MAX)
-            .grants
-            .iter()
-            .all(|g| g.to_start == 0)
-        {
+        let unbounded = allocation_with(counts, u32::MAX);
+        if unbounded.grants.iter().all(|g| g.to_start == 0) {
+            note_grants(view, &unbounded);
             return (true, 0);
         }
         let read;
@@ -143,18 +177,28 @@ where
                 }
                 Err(e) => {
                     tracing::warn!(gh_target = %self.target, error = %e, "active counts unreadable; starting nothing this pass");
+                    view.stop = Some(PassStop::Journal {
+                        detail: e.to_string(),
+                    });
                     return (true, 0);
                 }
             }
         };
+        note_runners(view, counts, &has_job, |p| jobs.lagging_names(counts, p));
         let capacity = match self.ports.journal.host_capacity().await {
             Ok(cap) => cap,
             Err(e) => {
                 tracing::warn!(gh_target = %self.target, error = %e, "capacity unreadable; starting nothing this pass");
+                view.stop = Some(PassStop::Journal {
+                    detail: e.to_string(),
+                });
                 return (true, 0);
             }
         };
+        view.host_capacity = Some(capacity);
+        view.hold = self.ports.journal.capacity_hold();
         let allocation = allocation_with(counts, capacity);
+        note_grants(view, &allocation);
 
         let mut reservations = Vec::new();
         let mut fitness = None;
@@ -164,16 +208,42 @@ where
             };
             // Back-off and host checks (`launch_backoff`): after a failure, one at a time.
             let allowed = self.launch_gate(policy, &mut fitness).await;
+            let record = view
+                .policies
+                .iter_mut()
+                .find(|p| p.policy_id == policy.id());
+            if let Some(record) = record {
+                record.block = (allowed < grant.to_start)
+                    .then(|| self.launch_block(policy.id()))
+                    .flatten();
+            }
             let demand = demand_of(counts, policy);
             for _ in 0..grant.to_start.min(allowed) {
                 match self.reserve(policy, demand, &has_job).await {
                     Some(r) => reservations.push(r),
-                    None => break,
+                    None => {
+                        // The room went while the lock was awaited: say what held it.
+                        if view.hold.is_none() {
+                            view.hold = self.ports.journal.capacity_hold();
+                        }
+                        break;
+                    }
                 }
             }
         }
+        let names: Vec<(PolicyId, String)> = reservations
+            .iter()
+            .map(|r| (r.policy.id(), r.attempt.id().runner_name()))
+            .collect();
         let results =
             futures_util::future::join_all(reservations.into_iter().map(|r| self.launch(r))).await;
+        for ((policy, name), _) in names.into_iter().zip(&results).filter(|(_, ok)| **ok) {
+            if let Some(p) = view.policies.iter_mut().find(|p| p.policy_id == policy) {
+                p.started.push(name.clone());
+            }
+            // It holds one of the host's slots from now on.
+            view.host_runners.push(name);
+        }
         let launched = results.into_iter().filter(|ok| *ok).count();
         (true, u32::try_from(launched).unwrap_or(u32::MAX))
     }
@@ -577,6 +647,11 @@ impl JobKnowledge {
     /// The policy's runners that took a job by the journal's or their diagnostics' word but
     /// not (yet) by the listings'.
     fn lagging(&self, counts: &ActiveCounts, policy: PolicyId) -> u32 {
+        u32::try_from(self.lagging_names(counts, policy).len()).unwrap_or(u32::MAX)
+    }
+
+    /// The runners [`JobKnowledge::lagging`] counts.
+    fn lagging_names(&self, counts: &ActiveCounts, policy: PolicyId) -> Vec<String> {
         let busy = counts.busy.get(&policy).into_iter().flatten();
         let diagnosed = counts
             .unassigned
@@ -584,10 +659,9 @@ impl JobKnowledge {
             .into_iter()
             .flatten()
             .filter(|n| self.diagnosed.contains(*n));
-        let n = busy
-            .chain(diagnosed)
+        busy.chain(diagnosed)
             .filter(|n| !self.listed.contains(*n))
-            .count();
-        u32::try_from(n).unwrap_or(u32::MAX)
+            .cloned()
+            .collect()
     }
 }

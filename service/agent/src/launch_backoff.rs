@@ -22,8 +22,8 @@ use crate::events::{EventKind, LaunchCause, LaunchFailure};
 use crate::ports::{GitHubPort, JournalPort, RunnerHostPort};
 use crate::target_loop::{locked, TargetLoop};
 use rm_core::{
-    first_blocking, Attempt, AttemptState, FailureReason, HostCheck, LaunchHealth, LaunchVerdict,
-    Outcome, Policy, PolicyId, PolicyState, Timestamp,
+    first_blocking, Attempt, AttemptState, BlockCause, FailureReason, HostCheck, LaunchBlock,
+    LaunchHealth, LaunchVerdict, Outcome, Policy, PolicyId, PolicyState, Timestamp,
 };
 use std::hash::BuildHasher;
 use std::sync::Mutex;
@@ -95,6 +95,25 @@ where
     H: RunnerHostPort,
     C: Clock,
 {
+    /// The launch back-off's word on `policy`, if it has one.
+    pub(crate) fn launch_block(&self, policy: PolicyId) -> Option<LaunchBlock> {
+        let launches = locked(&self.launches);
+        let record = launches.get(&policy)?;
+        let cause = match record.cause.clone()? {
+            LaunchCause::Failed { reason, detail } => BlockCause::Failed { reason, detail },
+            LaunchCause::HostUnfit { check } => BlockCause::HostUnfit { check },
+        };
+        let failures = record.health.failures();
+        if record.health.gave_up() {
+            return Some(LaunchBlock::GaveUp { failures, cause });
+        }
+        Some(LaunchBlock::BackingOff {
+            failures,
+            next_try: record.health.next_try()?,
+            cause,
+        })
+    }
+
     /// How many runners `policy` may start now: none while backing off or given up, or when
     /// the host checks (run first after a failure) find the host unfit; one while probing
     /// after a failure; otherwise no limit from here.

@@ -18,6 +18,7 @@ mod ports;
 mod secret;
 mod supervise;
 mod target_loop;
+mod why;
 
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use config::{AgentConfig, HostShared, PollInterval, RetryPolicy};

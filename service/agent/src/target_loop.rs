@@ -6,7 +6,9 @@ use crate::config::{AgentConfig, HostShared, PollInterval};
 use crate::events::{EventKind, Events};
 use crate::launch_backoff::LaunchRecord;
 use crate::ports::{ActiveCounts, GhError, GitHubPort, JournalPort, RunnerHostPort};
-use rm_core::{AttemptId, Policy, PolicyId, PolicyState, Target, Timestamp};
+use rm_core::{
+    AttemptId, JobDemand, PassStop, PassView, Policy, PolicyId, PolicyState, Target, Timestamp,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -81,6 +83,18 @@ pub struct TargetLoop<J, G, H, C> {
     pub(crate) pass_lock: tokio::sync::Mutex<()>,
     /// Failed launches in a row per policy (see `launch_backoff`).
     pub(crate) launches: Mutex<HashMap<PolicyId, LaunchRecord>>,
+    /// What the last pass saw and decided, for `why` (see `rm_core::why`).
+    pub(crate) last_pass: Mutex<Option<PassView>>,
+    /// The queued jobs as last read, kept for a pass that cannot read them.
+    pub(crate) last_jobs: Mutex<Option<JobsSeen>>,
+}
+
+/// GitHub's queue as a pass last read it.
+#[derive(Debug, Clone)]
+pub(crate) struct JobsSeen {
+    pub(crate) at: Timestamp,
+    pub(crate) jobs: Vec<JobDemand>,
+    pub(crate) is_floor: bool,
 }
 
 pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,6 +136,8 @@ where
             inventory_read_at: Mutex::new(None),
             pass_lock: tokio::sync::Mutex::new(()),
             launches: Mutex::new(HashMap::new()),
+            last_pass: Mutex::new(None),
+            last_jobs: Mutex::new(None),
         }
     }
 
@@ -138,6 +154,12 @@ where
     /// The policies as last read.
     pub fn policies(&self) -> Vec<Policy> {
         locked(&self.policies).clone()
+    }
+
+    /// What the last pass saw and decided (`None` before the first pass): explain it with
+    /// [`rm_core::explain`].
+    pub fn last_pass(&self) -> Option<PassView> {
+        locked(&self.last_pass).clone()
     }
 
     pub(crate) fn now(&self) -> Timestamp {
@@ -196,10 +218,25 @@ where
         }
         let mut launched = 0;
         let launching = !self.draining.load(Ordering::SeqCst) && !self.shared.is_launching_paused();
-        if let (true, Some(counts)) = (launching, &counts) {
-            let (reached, started) = self.allocate_and_launch(counts, total_known).await;
-            reached_github |= reached;
-            launched = started;
+        match (launching, &counts) {
+            (true, Some(counts)) => {
+                let (reached, started) = self.allocate_and_launch(counts, total_known).await;
+                reached_github |= reached;
+                launched = started;
+            }
+            (false, _) => {
+                let stop = if self.is_retiring() {
+                    PassStop::Retiring
+                } else if self.draining.load(Ordering::SeqCst) {
+                    PassStop::Draining
+                } else {
+                    PassStop::Paused
+                };
+                self.record_pass(self.pass_view(Some(stop)));
+            }
+            (true, None) => self.record_pass(self.pass_view(Some(PassStop::Journal {
+                detail: "the active runners could not be counted".into(),
+            }))),
         }
         let active_owned = match &counts {
             // Launches that reached `starting` hold a slot; failed ones were concluded.

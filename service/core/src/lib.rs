@@ -19,6 +19,7 @@ pub mod policy;
 pub mod recovery;
 pub mod target;
 pub mod time;
+pub mod why;
 
 pub use allocator::{allocate, headroom, Allocation, AllocationInput, Grant, Limit, PolicyDemand};
 pub use attempt::{
@@ -42,3 +43,7 @@ pub use recovery::{decide, Conclusion, Decision, Evidence, GitHubView, Observati
 pub use target::{AccountName, AccountRole, RepoName, Target, TargetError};
 pub use text::ParseEnumError;
 pub use time::Timestamp;
+pub use why::{
+    explain, BlockCause, CapacityHold, DemandUnread, JobWhy, LaunchBlock, PassStop, PassView,
+    PolicyPass, Reason,
+};

@@ -25,6 +25,7 @@ pub mod time;
 pub mod update;
 pub mod version;
 pub mod watch;
+pub mod why;
 
 #[cfg(feature = "client")]
 pub mod client;
@@ -53,6 +54,7 @@ pub use version::{
     SERVICE_VERSION_HEADER,
 };
 pub use watch::{Event, RunnerOutcome, WatchMessage};
+pub use why::{JobWhy, TargetWhy, WhyReason, WhyReport};
 
 #[cfg(feature = "client")]
 pub use client::{Client, ClientError, ClientOptions, Follower, WatchStream};

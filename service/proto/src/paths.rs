@@ -22,6 +22,8 @@ pub const TARGET_PREFIX: &str = "/v1/targets/";
 pub const HOST_CAPACITY: &str = "/v1/host/capacity";
 /// The host checks, run now (`runner-manager host doctor`).
 pub const HOST_DOCTOR: &str = "/v1/host/doctor";
+/// Why queued jobs have no runner (see [`crate::why`]).
+pub const WHY: &str = "/v1/why";
 pub const PAUSE: &str = "/v1/pause";
 pub const RESUME: &str = "/v1/resume";
 /// The service's device-flow sign-in (see [`crate::signin`]).
@@ -29,12 +31,15 @@ pub const SIGN_IN: &str = "/v1/sign-in";
 /// The service's updater (see [`crate::update`]).
 pub const UPDATE: &str = "/v1/update";
 
-/// One target as named in a path.
+/// One target as named in a path; a profile other than the default one is named by the
+/// query `?profile=NAME` (`PATCH` and `DELETE` of a target).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TargetRef {
     pub kind: TargetKind,
     /// `owner/repo` for a repository, `org` for an organization.
     pub name: String,
+    /// The profile meant (`None`: the default one, or the only one).
+    pub profile: Option<String>,
 }
 
 /// Why a target text or path was refused.
@@ -54,6 +59,11 @@ pub enum TargetRefError {
     Segment(String),
     #[error("target kind '{0}' is unknown: use 'repo' or 'org'")]
     Kind(String),
+    #[error(
+        "query '{0}' is not understood: a target takes only `profile=NAME` (lowercase a-z, 0-9 \
+         and '-')"
+    )]
+    Query(String),
 }
 
 impl TargetRef {
@@ -74,7 +84,39 @@ impl TargetRef {
         Ok(TargetRef {
             kind,
             name: text.to_owned(),
+            profile: None,
         })
+    }
+
+    /// The same target, meaning `profile` (`default` means the default one: no query).
+    pub fn with_profile(mut self, profile: &str) -> Self {
+        self.profile = (profile != "default").then(|| profile.to_owned());
+        self
+    }
+
+    /// Whether `t` is this target and profile (names compare case-insensitively, as GitHub's).
+    pub fn matches(&self, t: &crate::status::TargetStatus) -> bool {
+        t.kind == self.kind
+            && t.target.eq_ignore_ascii_case(&self.name)
+            && t.profile == self.profile.as_deref().unwrap_or("default")
+    }
+
+    /// Reads the query of a target's path (`profile=NAME`, or nothing).
+    pub fn with_query(mut self, query: Option<&str>) -> Result<Self, TargetRefError> {
+        let Some(query) = query.filter(|q| !q.is_empty()) else {
+            return Ok(self);
+        };
+        let bad = || TargetRefError::Query(query.to_owned());
+        let name = query.strip_prefix("profile=").ok_or_else(bad)?;
+        let slug = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !slug {
+            return Err(bad());
+        }
+        self.profile = (name != "default").then(|| name.to_owned());
+        Ok(self)
     }
 
     /// From the segments after [`TARGET_PREFIX`]: `repo/owner/name` or `org/name`.
@@ -92,9 +134,14 @@ impl TargetRef {
         Ok(parsed)
     }
 
-    /// `/v1/targets/repo/owner/repo` or `/v1/targets/org/org`.
+    /// `/v1/targets/repo/owner/repo` or `/v1/targets/org/org`, with `?profile=NAME` when
+    /// a profile other than the default one is meant.
     pub fn path(&self) -> String {
-        format!("{TARGET_PREFIX}{}/{}", self.kind.as_str(), self.name)
+        let base = format!("{TARGET_PREFIX}{}/{}", self.kind.as_str(), self.name);
+        match &self.profile {
+            Some(p) => format!("{base}?profile={p}"),
+            None => base,
+        }
     }
 }
 
@@ -128,6 +175,7 @@ pub enum Route {
     RemoveTarget(TargetRef),
     SetHostCapacity,
     HostDoctor,
+    Why,
     Pause,
     Resume,
     StartSignIn,
@@ -151,6 +199,7 @@ impl Route {
             TARGETS => &["GET", "POST"],
             HOST_CAPACITY => &["PUT"],
             HOST_DOCTOR => &["GET"],
+            WHY => &["GET"],
             PAUSE | RESUME => &["POST"],
             SIGN_IN => &["GET", "POST", "DELETE"],
             UPDATE => &["GET", "POST"],
@@ -177,6 +226,7 @@ impl Route {
             (TARGETS, "POST") => Route::AddTarget,
             (HOST_CAPACITY, "PUT") => Route::SetHostCapacity,
             (HOST_DOCTOR, "GET") => Route::HostDoctor,
+            (WHY, "GET") => Route::Why,
             (PAUSE, "POST") => Route::Pause,
             (RESUME, "POST") => Route::Resume,
             (SIGN_IN, "POST") => Route::StartSignIn,
@@ -193,7 +243,12 @@ impl Route {
     pub fn is_read_only(&self) -> bool {
         matches!(
             self,
-            Route::Version | Route::Status | Route::Watch | Route::Targets | Route::UpdateStatus
+            Route::Version
+                | Route::Status
+                | Route::Watch
+                | Route::Targets
+                | Route::UpdateStatus
+                | Route::Why
         )
     }
 
@@ -246,6 +301,41 @@ fn method_not_allowed(method: &str, path: &str, allowed: &[&str]) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profile_travels_in_the_query() {
+        let t = TargetRef::parse("octo/hello").unwrap().with_profile("wide");
+        assert_eq!(t.path(), "/v1/targets/repo/octo/hello?profile=wide");
+        let (path, query) = t
+            .path()
+            .split_once('?')
+            .map(|(p, q)| (p.to_owned(), q.to_owned()))
+            .unwrap();
+        let back = TargetRef::from_path_tail(path.strip_prefix(TARGET_PREFIX).unwrap())
+            .unwrap()
+            .with_query(Some(&query))
+            .unwrap();
+        assert_eq!(back, t);
+        let default = TargetRef::parse("octo/hello")
+            .unwrap()
+            .with_profile("default");
+        assert_eq!(default.path(), "/v1/targets/repo/octo/hello");
+        for bad in [
+            "profile=",
+            "profile=Wide",
+            "profile=a%20b",
+            "other=1",
+            "profile",
+        ] {
+            assert!(
+                matches!(
+                    default.clone().with_query(Some(bad)),
+                    Err(TargetRefError::Query(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn target_paths_round_trip() {

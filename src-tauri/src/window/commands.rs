@@ -48,6 +48,11 @@ fn target_ref(target: &str) -> Answer<TargetRef> {
     TargetRef::parse(target.trim()).map_err(|e| CommandError::new("bad_request", e.to_string(), ""))
 }
 
+/// A target and the profile a dashboard row is about (`None`: the default one).
+fn profile_ref(target: &str, profile: Option<&str>) -> Answer<TargetRef> {
+    Ok(target_ref(target)?.with_profile(profile.unwrap_or("default")))
+}
+
 #[tauri::command]
 pub async fn add_target(
     app: AppHandle,
@@ -79,11 +84,12 @@ pub async fn add_target(
 pub async fn update_target(
     app: AppHandle,
     target: String,
+    profile: Option<String>,
     enabled: Option<bool>,
     max_runners: Option<u32>,
     monitor_only: Option<bool>,
 ) -> Answer<TargetStatus> {
-    let name = target_ref(&target)?;
+    let name = profile_ref(&target, profile.as_deref())?;
     let client = service::client(&app.state::<Shared>()).await?;
     let change = TargetUpdate {
         enabled,
@@ -95,10 +101,17 @@ pub async fn update_target(
 }
 
 #[tauri::command]
-pub async fn remove_target(app: AppHandle, target: String) -> Answer<()> {
-    let name = target_ref(&target)?;
+pub async fn remove_target(app: AppHandle, target: String, profile: Option<String>) -> Answer<()> {
+    let name = profile_ref(&target, profile.as_deref())?;
     let client = service::client(&app.state::<Shared>()).await?;
     Ok(client.remove_target(&name).await?)
+}
+
+/// Why queued jobs have no runner (`runner-manager why`).
+#[tauri::command]
+pub async fn why(app: AppHandle) -> Answer<rm_proto::WhyReport> {
+    let client = service::client(&app.state::<Shared>()).await?;
+    Ok(client.why().await?)
 }
 
 #[tauri::command]

@@ -110,6 +110,7 @@ fn run(args: args::Args) -> anyhow::Result<()> {
             commands::add_target,
             commands::update_target,
             commands::remove_target,
+            commands::why,
             commands::set_paused,
             commands::set_host_capacity,
             commands::apply_update,

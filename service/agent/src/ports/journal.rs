@@ -124,6 +124,13 @@ pub trait JournalPort: Send + Sync + 'static {
 
     /// The host's ceiling over all policies.
     fn host_capacity(&self) -> impl Future<Output = Result<u32, JournalError>> + Send;
+
+    /// What held the capacity of the last [`JournalPort::host_capacity`] read below the
+    /// host's setting (paused, memory admission, a workstation rule), in the holder's words;
+    /// the loop records it so `why` can say it. A plain journal holds nothing.
+    fn capacity_hold(&self) -> Option<rm_core::CapacityHold> {
+        None
+    }
 }
 
 impl<J: JournalPort> JournalPort for Arc<J> {
@@ -168,5 +175,8 @@ impl<J: JournalPort> JournalPort for Arc<J> {
     }
     fn host_capacity(&self) -> impl Future<Output = Result<u32, JournalError>> + Send {
         (**self).host_capacity()
+    }
+    fn capacity_hold(&self) -> Option<rm_core::CapacityHold> {
+        (**self).capacity_hold()
     }
 }

@@ -10,3 +10,4 @@ mod looping;
 mod recovery;
 mod supervision;
 mod support;
+mod why;

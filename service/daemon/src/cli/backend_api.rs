@@ -159,18 +159,32 @@ impl ApiBackend {
 
     fn find(&self, target: &TargetRef) -> Result<TargetStatus, Failure> {
         let noun = target.kind.as_str();
-        self.targets()?
-            .into_iter()
-            .find(|t| t.kind == target.kind && t.target.eq_ignore_ascii_case(&target.name))
-            .ok_or_else(|| {
-                Failure::new(
-                    ExitCode::NotFound,
-                    format!(
-                        "{target} is not served by this host: add it with `runner-manager {noun} \
-                         add {target}` (see `runner-manager {noun} list`)"
-                    ),
+        let all = self.targets()?;
+        if let Some(found) = all.iter().find(|t| target.matches(t)) {
+            return Ok(found.clone());
+        }
+        let profiles: Vec<&str> = all
+            .iter()
+            .filter(|t| t.kind == target.kind && t.target.eq_ignore_ascii_case(&target.name))
+            .map(|t| t.profile.as_str())
+            .collect();
+        let profile = target.profile.as_deref().unwrap_or("default");
+        Err(Failure::new(
+            ExitCode::NotFound,
+            if profiles.is_empty() {
+                format!(
+                    "{target} is not served by this host: add it with `runner-manager {noun} \
+                     add {target}` (see `runner-manager {noun} list`)"
                 )
-            })
+            } else {
+                format!(
+                    "{target} has no profile '{profile}' on this host (its profiles: {}): name \
+                     one with --profile, or add it with `runner-manager {noun} add {target} \
+                     --profile {profile}`",
+                    profiles.join(", ")
+                )
+            },
+        ))
     }
 }
 

@@ -12,6 +12,7 @@ mod daemon;
 mod output;
 mod update;
 mod watch;
+mod why;
 
 use std::path::PathBuf;
 
@@ -73,6 +74,16 @@ pub enum Command {
         /// raise), reconnecting when it restarts, until Ctrl-C.
         #[arg(long)]
         watch: bool,
+    },
+    /// Why queued jobs have no runner here: each job GitHub shows for this host's targets,
+    /// with the reason from the service's last look (labels, capacity, memory, a rule,
+    /// paused, rate limit, sign-in…) and the fix.
+    Why {
+        /// Only this target (`owner/repo` or an organization).
+        target: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the service in the foreground.
     #[command(subcommand)]
@@ -240,6 +251,10 @@ pub enum ServiceCommand {
     /// Stop starting runners and wait, without a deadline, until the running ones finished
     /// (the package's removal runs this before stopping the service).
     Drain,
+    /// Stop starting new runners (running jobs go on) until `service resume`.
+    Pause,
+    /// Start runners again after `service pause` or `service drain`.
+    Resume,
 }
 
 /// Parse the process arguments, run, and turn the outcome into an exit code.
@@ -355,6 +370,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             let status = ApiBackend::connect(&socket)?.status()?;
             output::print_api_status(&status, json)
         }
+        Command::Why { .. } if offline => Err(Failure::usage(
+            "`why` asks the running service (its loops decide): drop `--offline`",
+        )),
+        Command::Why { target, json } => why::run(&socket, target.as_deref(), json),
         Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
         Command::Update { .. } if offline => Err(Failure::usage(
             "`update` asks the running service (it is the one that updates): drop `--offline`",
@@ -538,16 +557,8 @@ fn api_target_command(
                 // capacity (as when the journal was edited directly).
                 req.max_capacity = Some(api.status()?.host.capacity.max(1));
             }
-            let mut added = api.add_target(&req)?;
-            if a.monitor_only {
-                added = api.update_target(
-                    &target,
-                    &rm_proto::TargetUpdate {
-                        monitor_only: Some(true),
-                        ..rm_proto::TargetUpdate::default()
-                    },
-                )?;
-            }
+            // No maximum on the wire is monitor-only already.
+            let added = api.add_target(&req)?;
             let routing = match added.labels.first() {
                 Some(l) if l.starts_with("rm-") => l.clone(),
                 _ => {
@@ -580,8 +591,8 @@ fn api_target_command(
             output::print_api_targets(&mine, json, noun)
         }
         TargetCommand::Set(s) => {
-            let target = target_ref(&s.target.target, org)?;
-            parse_profile(&s.target.profile)?;
+            let profile = parse_profile(&s.target.profile)?;
+            let target = target_ref(&s.target.target, org)?.with_profile(profile.as_str());
             let change = rm_proto::TargetUpdate {
                 revision: 0,
                 max_capacity: s.max_runners,
@@ -606,8 +617,8 @@ fn api_target_command(
             Ok(())
         }
         TargetCommand::Remove(t) => {
-            let target = target_ref(&t.target, org)?;
-            parse_profile(&t.profile)?;
+            let profile = parse_profile(&t.profile)?;
+            let target = target_ref(&t.target, org)?.with_profile(profile.as_str());
             ApiBackend::connect(socket)?.remove_target(&target)?;
             println!(
                 "removed {target}; runners it started finish their current job and are cleaned up"
@@ -637,13 +648,38 @@ fn drain(socket: &std::path::Path) -> Result<(), Failure> {
     }
 }
 
+/// `service pause` / `service resume`.
+fn set_launching(socket: &std::path::Path, pause: bool) -> Result<(), Failure> {
+    let api = ApiBackend::connect(socket)?;
+    let state = if pause {
+        api.block_on(api.client().pause())
+    } else {
+        api.block_on(api.client().resume())
+    }
+    .map_err(backend_api::client_failure)?;
+    println!(
+        "{}",
+        if state.paused {
+            "launching paused: running jobs go on, no new runner starts \
+             (`runner-manager service resume` starts them again)"
+        } else {
+            "launching resumed"
+        }
+    );
+    Ok(())
+}
+
 fn service_command(
     data_dir: &std::path::Path,
     socket: &std::path::Path,
     cmd: ServiceCommand,
 ) -> Result<(), Failure> {
-    if let ServiceCommand::Drain = cmd {
-        return drain(socket);
+    // These ask the running service: no service manager needed.
+    match cmd {
+        ServiceCommand::Drain => return drain(socket),
+        ServiceCommand::Pause => return set_launching(socket, true),
+        ServiceCommand::Resume => return set_launching(socket, false),
+        _ => {}
     }
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
@@ -682,5 +718,7 @@ fn service_command(
             Ok(())
         }
         ServiceCommand::Drain => drain(socket),
+        ServiceCommand::Pause => set_launching(socket, true),
+        ServiceCommand::Resume => set_launching(socket, false),
     }
 }

@@ -381,7 +381,7 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         h.capacity,
         s.runners.len(),
         if s.paused {
-            ", launching PAUSED (resume it from the tray)"
+            ", launching PAUSED (resume: `runner-manager service resume`, or Resume in the tray)"
         } else {
             ""
         }

@@ -84,6 +84,32 @@ impl Api {
             .filter(|p| p.target().to_string().to_ascii_lowercase() == wanted)
             .filter(|p| !self.daemon.removals.contains(p.id()))
             .collect();
+        if let Some(profile) = &target.profile {
+            return mine
+                .iter()
+                .find(|p| p.profile().as_str() == profile)
+                .cloned()
+                .ok_or_else(|| {
+                    let served: Vec<String> =
+                        mine.iter().map(|p| p.profile().to_string()).collect();
+                    let noun = target.kind.as_str();
+                    ApiError::not_found(if served.is_empty() {
+                        format!(
+                            "{} is not served by this host: add it with `runner-manager {noun} \
+                             add {} --profile {profile}`",
+                            target.name, target.name
+                        )
+                    } else {
+                        format!(
+                            "{} has no profile '{profile}' on this host (its profiles: {}): add it \
+                             with `runner-manager {noun} add {} --profile {profile}`",
+                            target.name,
+                            served.join(", "),
+                            target.name
+                        )
+                    })
+                });
+        }
         let found = match mine.iter().find(|p| p.profile().is_default()) {
             Some(p) => Some(p.clone()),
             None if mine.len() == 1 => mine.first().cloned(),
@@ -381,6 +407,21 @@ impl Handler for Api {
         let report = self.daemon.doctor.run(&self.daemon).await;
         self.daemon.publish_status().await;
         Ok(report)
+    }
+
+    async fn why(&self, _peer: Peer) -> Result<rm_proto::WhyReport, ApiError> {
+        let Some(fleet) = self.daemon.fleet.get() else {
+            return Err(ApiError::service_unavailable(
+                "the service is still starting: ask again in a few seconds",
+            ));
+        };
+        let passes = fleet
+            .loops()
+            .iter()
+            .map(|l| (l.target().clone(), l.policies(), l.last_pass()))
+            .collect();
+        let now = rm_core::Timestamp::from_millis(chrono::Utc::now().timestamp_millis());
+        Ok(super::why::report(&self.daemon, passes, now))
     }
 
     async fn pause(&self, peer: Peer) -> Result<PauseState, ApiError> {

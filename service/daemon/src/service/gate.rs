@@ -5,9 +5,9 @@
 use super::admission::Admission;
 use rm_adapters::JournalAdapter;
 use rm_agent::{ActiveCounts, JournalError, JournalPort};
-use rm_core::{Attempt, Policy, PolicyId, Target};
+use rm_core::{Attempt, CapacityHold, Policy, PolicyId, Target};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Why launching is held.
 #[derive(Debug, Default)]
@@ -42,6 +42,61 @@ pub struct GatedJournal {
     pub inner: JournalAdapter,
     pub gate: Arc<Gate>,
     pub admission: Arc<Admission>,
+    /// What held the last capacity read down, for the loops' record (`why`).
+    pub last_hold: Arc<Mutex<Option<CapacityHold>>>,
+}
+
+impl GatedJournal {
+    pub fn new(inner: JournalAdapter, gate: Arc<Gate>, admission: Arc<Admission>) -> Self {
+        GatedJournal {
+            inner,
+            gate,
+            admission,
+            last_hold: Arc::default(),
+        }
+    }
+
+    fn note_hold(&self, hold: Option<CapacityHold>) {
+        *self
+            .last_hold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = hold;
+    }
+
+    /// The hold behind a capacity read: the gate's, else admission's verdict of that read.
+    fn hold_now(&self) -> Option<CapacityHold> {
+        if self.gate.paused() {
+            return Some(CapacityHold {
+                code: "paused".into(),
+                message: "Launching is paused on this host: no new runner starts (running \
+                          jobs go on)."
+                    .into(),
+                fix: "Resume it: `runner-manager service resume`, or Resume in the tray's menu."
+                    .into(),
+            });
+        }
+        if self.gate.upgrading() {
+            return Some(CapacityHold {
+                code: "updating".into(),
+                message: "The service is updating itself: new runners start once the new \
+                          version runs (running jobs finish first)."
+                    .into(),
+                fix: "Nothing to do: it goes on by itself.".into(),
+            });
+        }
+        if let Some(rule) = self.admission.rule_hold() {
+            return Some(CapacityHold {
+                code: rule.rule.into(),
+                message: rule.message,
+                fix: rule.fix,
+            });
+        }
+        self.admission.hold().map(|hold| CapacityHold {
+            code: "memory".into(),
+            message: hold.message(true),
+            fix: hold.fix().into(),
+        })
+    }
 }
 
 impl JournalPort for GatedJournal {
@@ -71,18 +126,31 @@ impl JournalPort for GatedJournal {
     }
     async fn host_capacity(&self) -> Result<u32, JournalError> {
         if self.gate.holds() {
+            self.note_hold(self.hold_now());
             return Ok(0);
         }
         let capacity = self.inner.host_capacity().await?;
         if !self.admission.active() {
+            self.note_hold(None);
             return Ok(capacity);
         }
         // Never below what is active: admission delays starts, it stops nothing.
         let active = self.inner.active_counts().await?.total;
         if active >= capacity {
+            // The host is full by its own setting: nothing else held it.
+            self.note_hold(None);
             return Ok(capacity);
         }
         let allowed = self.admission.allowed_new();
-        Ok(capacity.min(active.saturating_add(allowed)))
+        let admitted = capacity.min(active.saturating_add(allowed));
+        self.note_hold((admitted < capacity).then(|| self.hold_now()).flatten());
+        Ok(admitted)
+    }
+
+    fn capacity_hold(&self) -> Option<CapacityHold> {
+        self.last_hold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }

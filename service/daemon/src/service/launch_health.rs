@@ -108,7 +108,7 @@ fn refusal_problem(
 }
 
 /// The problem a back-off or give-up event describes.
-fn problem(
+pub(crate) fn problem(
     target: &Target,
     failures: u32,
     since: Timestamp,

@@ -34,6 +34,7 @@ mod sign_in;
 mod state;
 mod status;
 mod watchers;
+mod why;
 mod workstation;
 
 pub use admission::AdmissionConfig;
@@ -502,11 +503,11 @@ async fn serve(
     let (fleet_stop_tx, fleet_stop_rx) = watch::channel(false);
     let parts = fleet::FleetParts {
         journal: journal.clone(),
-        gated: GatedJournal {
-            inner: journal.clone(),
-            gate: Arc::clone(&gate),
-            admission: Arc::clone(&daemon.admission),
-        },
+        gated: GatedJournal::new(
+            journal.clone(),
+            Arc::clone(&gate),
+            Arc::clone(&daemon.admission),
+        ),
         client: client.clone(),
         host_config,
         agent,
@@ -516,6 +517,7 @@ async fn serve(
         removals,
     };
     let fleet = Arc::new(fleet::build(parts));
+    let _ = daemon.fleet.set(Arc::clone(&fleet));
     // Subscribed before the loops run: no event is missed.
     let pump = tokio::spawn(events::pump(
         Arc::clone(&daemon),

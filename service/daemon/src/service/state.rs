@@ -73,6 +73,8 @@ pub struct Daemon {
     pub meters: Meters,
     /// Whether memory lets new runners start.
     pub admission: Arc<Admission>,
+    /// The loops, once they run (`why` reads their last passes).
+    pub fleet: std::sync::OnceLock<Arc<super::fleet::Fleet>>,
 }
 
 impl Daemon {
@@ -92,6 +94,7 @@ impl Daemon {
             doctor: parts.doctor,
             meters: Meters::default(),
             admission: parts.admission,
+            fleet: std::sync::OnceLock::new(),
         }
     }
 

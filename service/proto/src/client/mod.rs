@@ -187,6 +187,11 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/why`.
+    pub async fn why(&self) -> Result<crate::WhyReport, ClientError> {
+        self.call(Method::GET, paths::WHY, None::<&()>).await
+    }
+
     /// `POST /v1/pause`.
     pub async fn pause(&self) -> Result<PauseState, ClientError> {
         self.call(Method::POST, paths::PAUSE, None::<&()>).await

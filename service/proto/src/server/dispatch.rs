@@ -78,6 +78,19 @@ async fn handle<H: Handler>(
         ));
     }
     let route = Route::resolve(request.method().as_str(), request.uri().path())?;
+    // A target's profile comes in the query; every other route takes none.
+    let query = request.uri().query();
+    let route = match route {
+        Route::UpdateTarget(t) => Route::UpdateTarget(
+            t.with_query(query)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
+        Route::RemoveTarget(t) => Route::RemoveTarget(
+            t.with_query(query)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
+        other => other,
+    };
     check_client_api(&request)?;
     shared.policy.check(&peer, &route)?;
     let body = if route.takes_body() {
@@ -132,6 +145,7 @@ async fn handle<H: Handler>(
             json(StatusCode::OK, &h.set_host_capacity(peer, capacity).await?)
         }
         Route::HostDoctor => json(StatusCode::OK, &h.host_doctor(peer).await?),
+        Route::Why => json(StatusCode::OK, &h.why(peer).await?),
         Route::Pause => {
             parse_no_body(&body)?;
             json(StatusCode::OK, &h.pause(peer).await?)

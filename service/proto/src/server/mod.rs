@@ -162,6 +162,16 @@ pub trait Handler: Send + Sync + 'static {
         }
     }
 
+    /// `GET /v1/why`: every queued job of the host's targets and why it has no runner.
+    fn why(&self, peer: Peer) -> impl Future<Output = Result<crate::WhyReport, ApiError>> + Send {
+        let _ = peer;
+        async {
+            Err(ApiError::not_found(
+                "this service cannot explain waiting jobs: update runner-manager (the service)",
+            ))
+        }
+    }
+
     /// `POST /v1/pause`.
     fn pause(&self, peer: Peer) -> impl Future<Output = Result<PauseState, ApiError>> + Send;
 
