@@ -185,16 +185,21 @@ where
             }
         };
         note_runners(view, counts, &has_job, |p| jobs.lagging_names(counts, p));
-        let capacity = match self.ports.journal.host_capacity().await {
-            Ok(cap) => cap,
-            Err(e) => {
-                tracing::warn!(gh_target = %self.target, error = %e, "capacity unreadable; starting nothing this pass");
-                view.stop = Some(PassStop::Journal {
-                    detail: e.to_string(),
-                });
-                return (true, 0);
+        // The room for the largest grant among the policies that want runners (admission may
+        // answer per policy: each runner's own expected size); each start re-reads its own.
+        let mut capacity = 0;
+        for grant in unbounded.grants.iter().filter(|g| g.to_start > 0) {
+            match self.ports.journal.host_capacity_for(grant.policy_id).await {
+                Ok(cap) => capacity = capacity.max(cap),
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, error = %e, "capacity unreadable; starting nothing this pass");
+                    view.stop = Some(PassStop::Journal {
+                        detail: e.to_string(),
+                    });
+                    return (true, 0);
+                }
             }
-        };
+        }
         view.host_capacity = Some(capacity);
         view.hold = self.ports.journal.capacity_hold();
         let allocation = allocation_with(counts, capacity);
@@ -289,7 +294,7 @@ where
         let journal = &self.ports.journal;
         let (counts, capacity) = match (
             journal.active_counts().await,
-            journal.host_capacity().await,
+            journal.host_capacity_for(policy.id()).await,
         ) {
             (Ok(c), Ok(cap)) => (c, cap),
             (Err(e), _) | (_, Err(e)) => {

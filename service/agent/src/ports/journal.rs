@@ -125,6 +125,16 @@ pub trait JournalPort: Send + Sync + 'static {
     /// The host's ceiling over all policies.
     fn host_capacity(&self) -> impl Future<Output = Result<u32, JournalError>> + Send;
 
+    /// The host's ceiling for a new runner of `policy` (a journal that admits runners by
+    /// their expected size answers per policy); by default the same for every policy.
+    fn host_capacity_for(
+        &self,
+        policy: PolicyId,
+    ) -> impl Future<Output = Result<u32, JournalError>> + Send {
+        let _ = policy;
+        self.host_capacity()
+    }
+
     /// What held the capacity of the last [`JournalPort::host_capacity`] read below the
     /// host's setting (paused, memory admission, a workstation rule), in the holder's words;
     /// the loop records it so `why` can say it. A plain journal holds nothing.
@@ -175,6 +185,12 @@ impl<J: JournalPort> JournalPort for Arc<J> {
     }
     fn host_capacity(&self) -> impl Future<Output = Result<u32, JournalError>> + Send {
         (**self).host_capacity()
+    }
+    fn host_capacity_for(
+        &self,
+        policy: PolicyId,
+    ) -> impl Future<Output = Result<u32, JournalError>> + Send {
+        (**self).host_capacity_for(policy)
     }
     fn capacity_hold(&self) -> Option<rm_core::CapacityHold> {
         (**self).capacity_hold()

@@ -107,7 +107,7 @@ fn jobs_are_matched_with_runners_oldest_first_then_the_limit() {
         why[3].reason,
         Reason::PolicyFull {
             max: 2,
-            runners: vec!["rm-a".into(), "rm-b".into()]
+            runners: vec!["rm-a".into(), "rm-b".into(), "rm-c".into()]
         }
     );
     assert!(why.iter().all(|w| w.policy == Some(PolicyId::new(1))));

@@ -1,7 +1,7 @@
 //! Memory admission: a runner starts only if the memory available now, less what the running
 //! runners are still expected to grow to (their target's typical peak minus what they use),
-//! less a headroom for the user's own work, covers the new runner's expected peak (the largest
-//! typical peak among the targets, or a default before any history). On a developer's own
+//! less a headroom for the user's own work, covers the new runner's expected peak (its own
+//! target's typical peak, or a default before any history). On a developer's own
 //! machine a build that pushes the desktop into swap is what makes people uninstall a tool.
 //!
 //! Admission only delays starts, through the host capacity the loops read (never below the
@@ -12,6 +12,8 @@
 //! cgroup (v2) with a limit, `memory.max − memory.current`, whichever is smaller.
 
 use super::workstation::{self, RuleHold, Rules};
+use rm_core::PolicyId;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -166,8 +168,8 @@ pub struct Admission {
     rule_hold: Mutex<Option<RuleHold>>,
     /// What running runners are still expected to grow to (bytes), from the meter.
     reserved: AtomicU64,
-    /// The largest typical peak among the targets (0: none known yet).
-    largest_typical: AtomicU64,
+    /// Each policy's typical peak (none: no history yet).
+    typical: Mutex<HashMap<PolicyId, u64>>,
     hold: Mutex<Option<Hold>>,
     /// A start is held back: the recheck task runs.
     holding: AtomicBool,
@@ -186,7 +188,7 @@ impl Admission {
             sources,
             rule_hold: Mutex::new(None),
             reserved: AtomicU64::new(0),
-            largest_typical: AtomicU64::new(0),
+            typical: Mutex::new(HashMap::new()),
             hold: Mutex::new(None),
             holding: AtomicBool::new(false),
             recheck: tokio::sync::Notify::new(),
@@ -197,15 +199,23 @@ impl Admission {
         self.reserved.store(bytes, Ordering::SeqCst);
     }
 
-    pub fn set_largest_typical(&self, bytes: u64) {
-        self.largest_typical.store(bytes, Ordering::SeqCst);
+    /// `policy`'s typical peak (`None`: no history).
+    pub fn set_typical(&self, policy: PolicyId, peak: Option<u64>) {
+        let mut typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
+        match peak {
+            Some(p) => typical.insert(policy, p),
+            None => typical.remove(&policy),
+        };
     }
 
-    /// A new runner's expected peak.
-    pub fn expected(&self) -> u64 {
-        match self.largest_typical.load(Ordering::SeqCst) {
-            0 => self.config.default_expected_bytes,
-            n => n,
+    /// A new runner's expected peak: its policy's typical peak, else the default. Without a
+    /// policy (the recheck's question "could any runner start?"), the smallest expectation.
+    pub fn expected(&self, policy: Option<PolicyId>) -> u64 {
+        let typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
+        let default = self.config.default_expected_bytes;
+        match policy {
+            Some(p) => typical.get(&p).copied().unwrap_or(default),
+            None => typical.values().copied().fold(default, u64::min),
         }
     }
 
@@ -233,9 +243,10 @@ impl Admission {
         }
     }
 
-    /// How many more runners may start now (`u32::MAX` when nothing here limits them or
-    /// memory cannot be read); records the verdict. A workstation rule is looked at first.
-    pub fn allowed_new(&self) -> u32 {
+    /// How many more runners of `policy` may start now (`u32::MAX` when nothing here limits
+    /// them or memory cannot be read); records the verdict. A workstation rule is looked at
+    /// first.
+    pub fn allowed_new(&self, policy: Option<PolicyId>) -> u32 {
         let rule = self
             .config
             .rules
@@ -269,7 +280,7 @@ impl Admission {
             available_bytes: available,
             reserved_bytes: self.reserved.load(Ordering::SeqCst),
             headroom_bytes: self.config.headroom_bytes,
-            expected_bytes: self.expected(),
+            expected_bytes: self.expected(policy),
         };
         let n = admissible(
             hold.available_bytes,
@@ -325,13 +336,18 @@ impl Admission {
         if !self.config.enabled {
             return true;
         }
+        // The runner held back is the one to fit (another target's smaller one would only
+        // wake the loops to be held again).
+        let expected = self
+            .hold()
+            .map_or_else(|| self.expected(None), |h| h.expected_bytes);
         match self.source.available() {
             Ok(available) => {
                 admissible(
                     available,
                     self.reserved.load(Ordering::SeqCst),
                     self.config.headroom_bytes,
-                    self.expected(),
+                    expected,
                 ) > 0
             }
             Err(_) => true,

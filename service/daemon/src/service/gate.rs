@@ -125,6 +125,24 @@ impl JournalPort for GatedJournal {
         self.inner.active_counts().await
     }
     async fn host_capacity(&self) -> Result<u32, JournalError> {
+        self.capacity_for(None).await
+    }
+
+    async fn host_capacity_for(&self, policy: PolicyId) -> Result<u32, JournalError> {
+        self.capacity_for(Some(policy)).await
+    }
+
+    fn capacity_hold(&self) -> Option<CapacityHold> {
+        self.last_hold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl GatedJournal {
+    /// The host capacity for a runner of `policy` (its own expected peak decides admission).
+    async fn capacity_for(&self, policy: Option<PolicyId>) -> Result<u32, JournalError> {
         if self.gate.holds() {
             self.note_hold(self.hold_now());
             return Ok(0);
@@ -141,16 +159,9 @@ impl JournalPort for GatedJournal {
             self.note_hold(None);
             return Ok(capacity);
         }
-        let allowed = self.admission.allowed_new();
+        let allowed = self.admission.allowed_new(policy);
         let admitted = capacity.min(active.saturating_add(allowed));
         self.note_hold((admitted < capacity).then(|| self.hold_now()).flatten());
         Ok(admitted)
-    }
-
-    fn capacity_hold(&self) -> Option<CapacityHold> {
-        self.last_hold
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 }

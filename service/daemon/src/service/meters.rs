@@ -110,13 +110,12 @@ impl Meters {
     }
 
     /// Records a policy's typical peak; answers the largest among all policies.
-    fn set_typical(&self, policy: PolicyId, peak: Option<u64>) -> u64 {
+    fn set_typical(&self, policy: PolicyId, peak: Option<u64>) {
         let mut typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
         match peak {
             Some(p) => typical.insert(policy, p),
             None => typical.remove(&policy),
         };
-        typical.values().copied().max().unwrap_or(0)
     }
 
     /// What the running runners are still expected to grow to: per runner, its target's
@@ -265,8 +264,8 @@ async fn record(daemon: &Daemon, e: Ended) {
         .await;
     match recorded {
         Ok(peak) => {
-            let largest = daemon.meters.set_typical(policy, peak);
-            daemon.admission.set_largest_typical(largest);
+            daemon.meters.set_typical(policy, peak);
+            daemon.admission.set_typical(policy, peak);
         }
         Err(error) => {
             tracing::warn!(%error, attempt = %e.attempt, "the runner's usage was not journalled");
@@ -289,8 +288,8 @@ async fn load_typical(daemon: &Daemon) {
     match read {
         Ok(peaks) => {
             for (policy, peak) in peaks {
-                let largest = daemon.meters.set_typical(policy, peak);
-                daemon.admission.set_largest_typical(largest);
+                daemon.meters.set_typical(policy, peak);
+                daemon.admission.set_typical(policy, peak);
             }
         }
         Err(error) => tracing::warn!(%error, "the runners' typical peaks could not be read"),
