@@ -82,7 +82,7 @@ impl JournalPort for GatedJournal {
         if active >= capacity {
             return Ok(capacity);
         }
-        let allowed = self.admission.allowed_new();
+        let allowed = self.admission.allowed_new().await;
         Ok(capacity.min(active.saturating_add(allowed)))
     }
 }
