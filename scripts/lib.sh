@@ -1,6 +1,7 @@
 # Shared by scripts/*.sh: install what a fresh Debian 12 machine lacks for building and testing.
 #   libdbus-1-dev                 the keyring crate's Secret Service backend (build)
-#   dbus gnome-keyring libsecret-tools   a real Secret Service for the credential-store tests
+#   dbus gnome-keyring libsecret-tools   a real Secret Service for the credential-store tests;
+#                                 dbus-daemon also carries the admission tests' fake UPower/logind
 #   libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev
 #   libsoup-3.0-dev libssl-dev libxdo-dev file   the tray app (Tauri 2: WebKitGTK, tray, menus)
 #   xvfb xauth dbus-x11 at-spi2-core fonts-dejavu-core   the tray tests' headless X session

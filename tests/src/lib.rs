@@ -5,6 +5,7 @@
 //! built next to the test executable; a missing one is an error naming that command.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture may panic
 
+pub mod bus;
 pub mod tray;
 pub mod webdriver;
 

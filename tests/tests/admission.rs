@@ -5,7 +5,9 @@
 //! comes back. Real binary and fake GitHub; the memory and power readings come from files the
 //! test writes (`RUNNER_MANAGER_TEST_MEMINFO`, `RUNNER_MANAGER_TEST_POWER_SUPPLY`, honoured by
 //! debug builds only): the real `/proc/meminfo` and `/sys/class/power_supply` cannot be
-//! steered from a test (UPower is not asked: the kernel's supplies are what it reads too).
+//! steered from a test. The battery test points the service at a D-Bus address where nothing
+//! answers, so UPower is absent and the kernel's supplies are read (UPower itself, and
+//! logind's idle hint, are in `workstation_bus.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -66,7 +68,12 @@ async fn a_job_waits_for_memory_says_why_and_starts_once_it_frees_up() {
         "{}",
         hold.message
     );
-    assert!(hold.fix.contains("--memory-admission off"), "{}", hold.fix);
+    assert!(
+        hold.fix
+            .contains("runner-manager host set-admission --memory off"),
+        "{}",
+        hold.fix
+    );
     // It holds: several passes later the job is still queued and no runner was started.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(gh.job(job).unwrap().status, JobStatus::Queued);
@@ -115,10 +122,15 @@ async fn on_battery_a_job_waits_and_starts_once_plugged_in_and_a_running_one_goe
     let power = dir.path().join("power_supply");
     supply(&power, "BAT0", "Battery", "status", "Discharging");
     supply(&power, "AC", "Mains", "online", "0");
+    // No UPower (nothing answers at this bus address): the kernel's supplies are read.
+    let no_bus = format!("unix:path={}", dir.path().join("no-bus").display());
     let d = Daemon::start_env(
         &gh,
         &["--on-battery", "wait"],
-        &[("RUNNER_MANAGER_TEST_POWER_SUPPLY", power.to_str().unwrap())],
+        &[
+            ("RUNNER_MANAGER_TEST_POWER_SUPPLY", power.to_str().unwrap()),
+            ("RUNNER_MANAGER_TEST_SYSTEM_BUS", &no_bus),
+        ],
     )
     .await;
     d.sign_in(&gh, "octo").await;
@@ -144,7 +156,12 @@ async fn on_battery_a_job_waits_and_starts_once_plugged_in_and_a_running_one_goe
     )
     .await;
     assert_eq!(hold.rule, "on_battery");
-    assert!(hold.fix.contains("--on-battery run"), "{}", hold.fix);
+    assert!(
+        hold.fix
+            .contains("runner-manager host set-rules --on-battery run"),
+        "{}",
+        hold.fix
+    );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(gh.job(job).unwrap().status, JobStatus::Queued);
     let text = d.ok(&["status"]).await;

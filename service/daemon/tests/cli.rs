@@ -183,6 +183,141 @@ fn host_capacity_is_validated_and_stored() {
 }
 
 #[test]
+fn admission_settings_are_validated_stored_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let host = json(d, &["host", "show", "--json"]);
+    let a = &host["admission"];
+    assert_eq!(a["memory_admission"], true, "{host}");
+    assert_eq!(a["runner_memory_mb"], 2048, "{host}");
+    assert_eq!(a["memory_headroom_mb"], 1024, "{host}");
+    assert_eq!(a["wait_on_battery"], false, "{host}");
+    assert!(
+        a["max_load"].is_null() && a["quiet_hours"].is_null(),
+        "{host}"
+    );
+    assert_eq!(a["idle_only"], false, "{host}");
+
+    let before = journal_view(d);
+    for (args, said) in [
+        (
+            &["set-rules", "--max-load", "-1"][..],
+            "give a number above 0",
+        ),
+        (
+            &["set-rules", "--max-load", "0"][..],
+            "give a number above 0",
+        ),
+        (
+            &["set-rules", "--max-load", "NaN"][..],
+            "give a number above 0",
+        ),
+        (&["set-rules", "--max-load", "lots"][..], "or `off`"),
+        (
+            &["set-rules", "--quiet-hours", "25:00-01:00"][..],
+            "HH:MM-HH:MM",
+        ),
+        (
+            &["set-rules", "--quiet-hours", "10:00-10:00"][..],
+            "same time",
+        ),
+        (&["set-rules", "--on-battery", "maybe"][..], "wait"),
+        (&["set-rules", "--idle-only", "yes"][..], "on"),
+        (
+            &["set-rules"][..],
+            "nothing to change: give at least one of --on-battery",
+        ),
+        (
+            &["set-admission", "--runner-memory-mb", "0"][..],
+            "1..=1048576",
+        ),
+        (&["set-admission", "--runner-memory-mb", "-5"][..], "-5"),
+        (
+            &["set-admission", "--headroom-mb", "99999999"][..],
+            "0..=1048576",
+        ),
+        (&["set-admission", "--memory", "maybe"][..], "on"),
+        (
+            &["set-admission"][..],
+            "nothing to change: give at least one of --memory",
+        ),
+    ] {
+        let args: Vec<&str> = ["host"].iter().chain(args).copied().collect();
+        let err = fails(d, &args, ExitCode::Usage);
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+    assert_eq!(
+        journal_view(d),
+        before,
+        "a refused command changed the journal"
+    );
+
+    let out = ok(
+        d,
+        &[
+            "host",
+            "set-rules",
+            "--on-battery",
+            "wait",
+            "--max-load",
+            "6.5",
+            "--quiet-hours",
+            "22:00-07:00",
+            "--idle-only",
+            "on",
+        ],
+    );
+    assert!(
+        out.contains("on battery wait, max load 6.5, quiet hours 22:00-07:00, idle only on"),
+        "{out}"
+    );
+    assert!(out.contains("applies it when it starts"), "{out}");
+    ok(
+        d,
+        &[
+            "host",
+            "set-admission",
+            "--memory",
+            "off",
+            "--runner-memory-mb",
+            "512",
+            "--headroom-mb",
+            "0",
+        ],
+    );
+    let a = json(d, &["status", "--json"])["host"]["admission"].clone();
+    assert_eq!(a["memory_admission"], false, "{a}");
+    assert_eq!(a["runner_memory_mb"], 512, "{a}");
+    assert_eq!(a["memory_headroom_mb"], 0, "{a}");
+    assert_eq!(a["wait_on_battery"], true, "{a}");
+    assert_eq!(a["max_load"], 6.5, "{a}");
+    assert_eq!(a["quiet_hours"], "22:00-07:00", "{a}");
+    assert_eq!(a["idle_only"], true, "{a}");
+    let text = ok(d, &["host", "show"]);
+    assert!(text.contains("admission off"), "{text}");
+
+    // `off` turns a rule off; the others stay.
+    ok(
+        d,
+        &[
+            "host",
+            "set-rules",
+            "--max-load",
+            "off",
+            "--quiet-hours",
+            "off",
+        ],
+    );
+    let a = json(d, &["host", "show", "--json"])["admission"].clone();
+    assert!(a["max_load"].is_null() && a["quiet_hours"].is_null(), "{a}");
+    assert_eq!(a["idle_only"], true, "{a}");
+
+    // `daemon run`'s flags say that, given, they are stored.
+    let help = ok(d, &["daemon", "run", "--help"]);
+    assert!(help.contains("host set-rules"), "{help}");
+}
+
+#[test]
 fn bad_input_is_refused_with_a_fix_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

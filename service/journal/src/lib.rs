@@ -1,7 +1,7 @@
-//! The runner-manager journal: an SQLite file that records this host, its
-//! policies, every runner attempt and what recent attempts used, and is the
-//! single source of truth across crashes. See README.md for the schema,
-//! durability and refusal rules.
+//! The runner-manager journal: an SQLite file that records this host and its
+//! admission settings, its policies, every runner attempt and what recent
+//! attempts used, and is the single source of truth across crashes. See
+//! README.md for the schema, durability and refusal rules.
 //!
 //! [`Journal`] is a plain synchronous value owning one connection; async
 //! callers wrap it in a mutex and `spawn_blocking`. Several `Journal`s (threads
@@ -16,6 +16,7 @@ mod meta;
 mod open;
 mod policies;
 mod schema;
+mod settings;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ pub use hosts::HostRecord;
 pub use meta::keys as meta_keys;
 pub use open::{APPLICATION_ID, BUSY_TIMEOUT};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
+pub use settings::HostSettings;
 pub use usage::{AttemptUsage, USAGE_KEPT_PER_POLICY};
 
 /// An open, vetted and migrated journal file.

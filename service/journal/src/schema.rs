@@ -111,7 +111,26 @@ CREATE TABLE attempt_usage (
 CREATE INDEX attempt_usage_by_policy ON attempt_usage (policy_id, ended_at_ms);
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+/// Version 4: the host's admission settings and workstation rules, changed at run time
+/// (`runner-manager host set-admission` / `set-rules`). At most one row (`slot = 1`); no row
+/// means the built-in defaults. Quiet hours are minutes after local midnight, both or neither.
+const V4: &str = r#"
+CREATE TABLE host_settings (
+    slot               INTEGER PRIMARY KEY CHECK (slot = 1),
+    memory_admission   INTEGER NOT NULL CHECK (memory_admission IN (0, 1)),
+    runner_memory_mb   INTEGER NOT NULL CHECK (runner_memory_mb >= 1),
+    memory_headroom_mb INTEGER NOT NULL CHECK (memory_headroom_mb >= 0),
+    wait_on_battery    INTEGER NOT NULL CHECK (wait_on_battery IN (0, 1)),
+    max_load           REAL CHECK (max_load IS NULL OR max_load > 0),
+    quiet_start_min    INTEGER CHECK (quiet_start_min IS NULL OR quiet_start_min BETWEEN 0 AND 1439),
+    quiet_end_min      INTEGER CHECK (quiet_end_min IS NULL OR quiet_end_min BETWEEN 0 AND 1439),
+    idle_only          INTEGER NOT NULL CHECK (idle_only IN (0, 1)),
+    updated_at_ms      INTEGER NOT NULL,
+    CHECK ((quiet_start_min IS NULL) = (quiet_end_min IS NULL))
+) STRICT;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -254,18 +254,25 @@ fn garbage_file_is_refused_as_corrupt() {
 fn damaged_pages_are_refused_as_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let path = journal_path(&dir);
+    drop(Journal::open(&path).unwrap()); // last connection: checkpoints the WAL
+                                         // The pages of a fresh journal hold the header and the schema (more than page 1 since
+                                         // the schema grew); the rows written next land on pages after them.
+    let schema_bytes = fs::read(&path).unwrap().len();
     let mut journal = Journal::open(&path).unwrap();
     for i in 0..200 {
         journal
             .meta_set(&format!("key-{i}"), &"x".repeat(100))
             .unwrap();
     }
-    drop(journal); // last connection: checkpoints the WAL into the main file
+    drop(journal);
     let mut bytes = fs::read(&path).unwrap();
     let page_size = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
-    assert!(bytes.len() > 3 * page_size, "test needs several pages");
-    // Keep page 1 (header + schema) intact, scribble over every b-tree page after it.
-    for b in &mut bytes[page_size..] {
+    assert!(
+        bytes.len() > schema_bytes + 3 * page_size,
+        "test needs several pages"
+    );
+    // Keep the header and the schema intact, scribble over every b-tree page after them.
+    for b in &mut bytes[schema_bytes..] {
         *b = 0xA5;
     }
     fs::write(&path, &bytes).unwrap();

@@ -37,15 +37,18 @@ mod win32;
 pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use paths::{Route, TargetRef, TargetRefError};
 pub use pipe::pipe_name;
-pub use requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate};
+pub use requests::{
+    CredentialPut, HostAdmissionChange, HostCapacity, PauseState, TargetAdd, TargetList,
+    TargetUpdate,
+};
 pub use secret::SecretString;
 pub use sid::{Sid, SidError};
 pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
     AdmissionHold, Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure,
-    FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostCheck, HostStatus, JobRef,
-    Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status, TargetKind, TargetProblem,
-    TargetSpend, TargetState, TargetStatus, WorkstationHold,
+    FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission, HostCheck,
+    HostStatus, JobRef, LoadAverage, Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage,
+    Status, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

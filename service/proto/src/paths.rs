@@ -20,6 +20,8 @@ pub const TARGETS: &str = "/v1/targets";
 /// Prefix of one target's path: `/v1/targets/{kind}/{name...}`.
 pub const TARGET_PREFIX: &str = "/v1/targets/";
 pub const HOST_CAPACITY: &str = "/v1/host/capacity";
+/// The host's memory admission and workstation rules, changed at run time.
+pub const HOST_ADMISSION: &str = "/v1/host/admission";
 /// The host checks, run now (`runner-manager host doctor`).
 pub const HOST_DOCTOR: &str = "/v1/host/doctor";
 /// Why queued jobs have no runner (see [`crate::why`]).
@@ -174,6 +176,7 @@ pub enum Route {
     UpdateTarget(TargetRef),
     RemoveTarget(TargetRef),
     SetHostCapacity,
+    SetHostAdmission,
     HostDoctor,
     Why,
     Pause,
@@ -198,6 +201,7 @@ impl Route {
             CREDENTIAL => &["POST", "DELETE"],
             TARGETS => &["GET", "POST"],
             HOST_CAPACITY => &["PUT"],
+            HOST_ADMISSION => &["PATCH"],
             HOST_DOCTOR => &["GET"],
             WHY => &["GET"],
             PAUSE | RESUME => &["POST"],
@@ -225,6 +229,7 @@ impl Route {
             (TARGETS, "GET") => Route::Targets,
             (TARGETS, "POST") => Route::AddTarget,
             (HOST_CAPACITY, "PUT") => Route::SetHostCapacity,
+            (HOST_ADMISSION, "PATCH") => Route::SetHostAdmission,
             (HOST_DOCTOR, "GET") => Route::HostDoctor,
             (WHY, "GET") => Route::Why,
             (PAUSE, "POST") => Route::Pause,
@@ -260,6 +265,7 @@ impl Route {
                 | Route::AddTarget
                 | Route::UpdateTarget(_)
                 | Route::SetHostCapacity
+                | Route::SetHostAdmission
                 | Route::Pause
                 | Route::Resume
                 | Route::StartSignIn
@@ -387,6 +393,16 @@ mod tests {
         );
         assert!(!Route::HostDoctor.is_read_only());
         assert!(!Route::HostDoctor.takes_body());
+        // Changing admission is an operator's change with a body.
+        assert_eq!(
+            Route::resolve("PATCH", HOST_ADMISSION).unwrap(),
+            Route::SetHostAdmission
+        );
+        assert!(!Route::SetHostAdmission.is_read_only() && Route::SetHostAdmission.takes_body());
+        assert_eq!(
+            Route::resolve("PUT", HOST_ADMISSION).unwrap_err().code,
+            ErrorCode::MethodNotAllowed
+        );
         assert_eq!(
             Route::resolve("POST", HOST_DOCTOR).unwrap_err().code,
             ErrorCode::MethodNotAllowed

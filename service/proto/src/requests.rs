@@ -3,7 +3,7 @@
 
 use crate::error::ApiError;
 use crate::secret::SecretString;
-use crate::status::TargetStatus;
+use crate::status::{LoadAverage, TargetStatus};
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +85,60 @@ pub struct HostCapacity {
     pub capacity: u32,
 }
 
+/// `PATCH /v1/host/admission`: change the host's memory admission and workstation rules at
+/// run time (operators only). Omitted fields are unchanged; `null` turns `max_load` or
+/// `quiet_hours` off. The service applies the change at once and answers the settings now in
+/// force ([`HostAdmission`](crate::HostAdmission)); a refused value changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostAdmissionChange {
+    /// Memory admission on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_admission: Option<bool>,
+    /// A runner's expected peak before its target has any history, in MiB (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_memory_mb: Option<u64>,
+    /// Memory kept free for the user's own work, in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_headroom_mb: Option<u64>,
+    /// New runners wait while the machine runs on battery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_on_battery: Option<bool>,
+    /// New runners wait while the 1-minute load is above this; `null`: no limit.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub max_load: Option<Option<LoadAverage>>,
+    /// `HH:MM-HH:MM` in the host's local time (e.g. `22:00-07:00`); `null`: none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub quiet_hours: Option<Option<String>>,
+    /// New runners wait while the user is active at the session (only idle time is used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_only: Option<bool>,
+}
+
+impl HostAdmissionChange {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == HostAdmissionChange::default()
+    }
+}
+
+/// A field that is present: `null` is `Some(None)`, absent stays `None` (through `default`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 /// The answer to `POST /v1/pause` and `POST /v1/resume`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PauseState {
@@ -128,6 +182,22 @@ mod tests {
         let e =
             serde_json::from_str::<TargetUpdate>(r#"{"revision":1,"max_capacty":2}"#).unwrap_err();
         assert!(e.to_string().contains("max_capacty"), "{e}");
+    }
+
+    #[test]
+    fn an_admission_change_tells_absent_from_null() {
+        let c: HostAdmissionChange =
+            serde_json::from_str(r#"{"max_load":null,"quiet_hours":"22:00-07:00"}"#).unwrap();
+        assert_eq!(c.max_load, Some(None), "null: turned off");
+        assert_eq!(c.quiet_hours, Some(Some("22:00-07:00".into())));
+        assert_eq!(c.idle_only, None, "absent: unchanged");
+        let wire = serde_json::to_string(&c).unwrap();
+        assert_eq!(wire, r#"{"max_load":null,"quiet_hours":"22:00-07:00"}"#);
+        let c: HostAdmissionChange = serde_json::from_str(r#"{"max_load":4.5}"#).unwrap();
+        assert_eq!(c.max_load, Some(Some(LoadAverage(4.5))));
+        assert!(HostAdmissionChange::default().is_empty() && !c.is_empty());
+        let e = serde_json::from_str::<HostAdmissionChange>(r#"{"idle":true}"#).unwrap_err();
+        assert!(e.to_string().contains("idle"), "{e}");
     }
 
     #[test]

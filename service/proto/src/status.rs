@@ -37,8 +37,8 @@ pub struct Status {
     /// they may start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<AdmissionHold>,
-    /// Why new runners wait because of a workstation rule (on battery, machine busy, quiet
-    /// hours); absent when none holds them.
+    /// Why new runners wait because of a workstation rule (on battery, the user active,
+    /// machine busy, quiet hours); absent when none holds them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workstation: Option<WorkstationHold>,
 }
@@ -46,7 +46,7 @@ pub struct Status {
 /// New runners wait because of a workstation rule; running jobs go on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkstationHold {
-    /// `on_battery`, `busy`, `quiet_hours`.
+    /// `on_battery`, `user_active`, `busy`, `quiet_hours`.
     pub rule: String,
     /// A few words (`on battery`).
     pub short: String,
@@ -172,7 +172,40 @@ pub struct HostStatus {
     /// How `capacity` was chosen and how to change it, for people.
     #[serde(default)]
     pub capacity_note: Option<String>,
+    /// The memory admission settings and workstation rules in force; absent from an older
+    /// service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<HostAdmission>,
 }
+
+/// The host's memory admission and workstation rules (`runner-manager host set-admission`,
+/// `host set-rules`; `PATCH /v1/host/admission`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAdmission {
+    /// Memory admission on: a runner starts only when the memory available covers it.
+    pub memory_admission: bool,
+    /// A runner's expected peak before its target has any history, in MiB.
+    pub runner_memory_mb: u64,
+    /// Memory kept free for the user, in MiB.
+    pub memory_headroom_mb: u64,
+    /// New runners wait on battery.
+    pub wait_on_battery: bool,
+    /// New runners wait while the 1-minute load is above this; `null`: no limit.
+    pub max_load: Option<LoadAverage>,
+    /// `HH:MM-HH:MM` local time; `null`: none.
+    pub quiet_hours: Option<String>,
+    /// New runners wait while the user is active at the session.
+    pub idle_only: bool,
+}
+
+/// A load average (a finite number above 0).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LoadAverage(pub f64);
+
+// JSON has no NaN, and the service refuses non-finite loads: equality is total here, so the
+// status (which holds this) keeps `Eq`.
+impl Eq for LoadAverage {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

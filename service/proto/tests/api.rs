@@ -165,6 +165,35 @@ async fn a_service_without_sign_in_answers_404_naming_the_update() {
 }
 
 #[tokio::test]
+async fn an_admission_change_needs_a_newer_service_or_an_operator_and_a_known_field() {
+    // The test handler keeps the trait's default: a service from before run-time admission.
+    let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;
+    let client = Client::connect(&server.socket).await.unwrap();
+    let change = rm_proto::HostAdmissionChange {
+        idle_only: Some(true),
+        ..Default::default()
+    };
+    match client.set_host_admission(&change).await {
+        Err(ClientError::Api {
+            status: 404,
+            code: ErrorCode::NotFound,
+            message,
+        }) => assert!(message.contains("update runner-manager"), "{message}"),
+        other => panic!("expected 404 not_found, got {other:?}"),
+    }
+    // A caller who is not an operator is refused before the handler.
+    let closed = start(AccessPolicy::root_only()).await;
+    if current_uid() != 0 {
+        let client = Client::connect(&closed.socket).await.unwrap();
+        match client.set_host_admission(&change).await {
+            Err(ClientError::Api { code, .. }) => assert_eq!(code, ErrorCode::UnauthorizedPeer),
+            other => panic!("expected forbidden, got {other:?}"),
+        }
+    }
+    assert!(closed.recorder.calls().is_empty());
+}
+
+#[tokio::test]
 async fn version_mismatch_names_the_side_to_update_both_ways() {
     // A client that needs a newer API than the service speaks.
     let server = start(AccessPolicy::root_only().with_operator(current_uid())).await;

@@ -19,6 +19,7 @@ use crate::service::doctor::{
     host_settings, local_checks, wire, GITHUB_CREDENTIAL, GITHUB_REACHABLE,
 };
 use crate::service::host_row::machine_host;
+use crate::service::AdmissionConfig;
 
 /// The most runners a host or a policy may be given (the service's own limit).
 pub use crate::service::MAX_CAPACITY;
@@ -80,6 +81,8 @@ pub struct HostView {
     pub arch: String,
     pub capacity: u32,
     pub runner_root: PathBuf,
+    /// Memory admission and the workstation rules as stored (the defaults before any were).
+    pub admission: rm_proto::HostAdmission,
 }
 
 /// `status`.
@@ -135,6 +138,34 @@ impl JournalBackend {
             journal,
             data_dir: data_dir.to_path_buf(),
         })
+    }
+
+    /// The stored admission settings (the defaults before any were stored).
+    fn admission(&mut self) -> Result<AdmissionConfig, Failure> {
+        match self.journal.host_settings().map_err(journal_failure)? {
+            Some(s) => AdmissionConfig::from_stored(&s).map_err(|e| {
+                Failure::internal(format!(
+                    "the stored admission settings are damaged ({e}): set them again with \
+                     `runner-manager --offline host set-admission` and `host set-rules`"
+                ))
+            }),
+            None => Ok(AdmissionConfig::default()),
+        }
+    }
+
+    /// Changes memory admission or the workstation rules as stored; validated first, so a
+    /// refused change stores nothing. The service reads them when it starts.
+    pub fn set_host_admission(
+        &mut self,
+        change: &rm_proto::HostAdmissionChange,
+    ) -> Result<rm_proto::HostAdmission, Failure> {
+        // A damaged row is replaced by the defaults with the change applied.
+        let current = self.admission().unwrap_or_default();
+        let next = current.apply(change).map_err(Failure::usage)?;
+        self.journal
+            .put_host_settings(&next.to_stored())
+            .map_err(journal_failure)?;
+        Ok(next.to_wire())
     }
 
     /// The host row, created on first use from the machine's name, OS, architecture and CPUs.
@@ -279,7 +310,7 @@ fn view(policy: &Policy, host: &Host, active: u32) -> TargetView {
     }
 }
 
-fn host_view(host: &Host, root: &Path) -> HostView {
+fn host_view(host: &Host, root: &Path, admission: &AdmissionConfig) -> HostView {
     HostView {
         id: host.id.to_string(),
         label: host.label.to_string(),
@@ -287,6 +318,7 @@ fn host_view(host: &Host, root: &Path) -> HostView {
         arch: host.arch.to_string(),
         capacity: host.capacity,
         runner_root: root.to_path_buf(),
+        admission: admission.to_wire(),
     }
 }
 
@@ -420,7 +452,8 @@ impl Backend for JournalBackend {
 
     fn host(&mut self) -> Result<HostView, Failure> {
         let (host, root) = self.ensure_host()?;
-        Ok(host_view(&host, &root))
+        let admission = self.admission()?;
+        Ok(host_view(&host, &root, &admission))
     }
 
     fn set_host_capacity(&mut self, capacity: u32) -> Result<HostView, Failure> {
@@ -434,7 +467,8 @@ impl Backend for JournalBackend {
         self.journal
             .put_host(&host, stored_root.as_deref())
             .map_err(journal_failure)?;
-        Ok(host_view(&host, &root))
+        let admission = self.admission()?;
+        Ok(host_view(&host, &root, &admission))
     }
 
     fn status(&mut self) -> Result<StatusView, Failure> {

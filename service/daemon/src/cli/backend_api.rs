@@ -141,6 +141,15 @@ impl ApiBackend {
             .map_err(client_failure)
     }
 
+    /// Changes memory admission or the workstation rules in the running service (at once).
+    pub fn set_host_admission(
+        &self,
+        change: &rm_proto::HostAdmissionChange,
+    ) -> Result<rm_proto::HostAdmission, Failure> {
+        self.block_on(self.client.set_host_admission(change))
+            .map_err(client_failure)
+    }
+
     /// Runs the host checks in the service, now.
     pub fn host_doctor(&self) -> Result<DoctorReport, Failure> {
         self.block_on(self.client.host_doctor())

@@ -8,7 +8,8 @@ use clap::Args;
 
 use crate::exit::Failure;
 use crate::paths::StartMode;
-use crate::service::{Options, StoreKind};
+use crate::service::host_settings::{self, MAX_MEMORY_MB};
+use crate::service::{Options, QuietHours, StoreKind};
 
 /// The flags of `daemon run`.
 #[derive(Debug, Args)]
@@ -66,24 +67,36 @@ pub struct RunArgs {
     pub launch_backoff_max_ms: Option<u64>,
     /// Start a runner only when the memory available covers its expected peak (its target's
     /// typical peak, else --runner-memory-mb) beside what running jobs still need and the
-    /// headroom. Running jobs are never stopped by it.
-    #[arg(long, value_enum, default_value_t = OnOff::On)]
-    pub memory_admission: OnOff,
-    /// A runner's expected peak memory before its target has any history, in MiB.
-    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
-    pub runner_memory_mb: u64,
-    /// New runners wait while this machine runs on battery (`wait`), or start anyway (`run`).
-    #[arg(long, value_enum, default_value_t = OnBattery::Run)]
-    pub on_battery: OnBattery,
-    /// New runners wait while the 1-minute load average is above this.
-    #[arg(long, value_parser = parse_max_load)]
-    pub max_load: Option<f64>,
-    /// New runners wait in these local hours, e.g. 22:00-07:00 (running jobs go on).
-    #[arg(long, value_parser = parse_quiet_hours)]
-    pub quiet_hours: Option<crate::service::QuietHours>,
-    /// Memory kept free for your own work when admitting runners, in MiB.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
-    pub memory_headroom_mb: u64,
+    /// headroom. Running jobs are never stopped by it. Each admission flag, when given, is
+    /// stored as the host's setting (as `runner-manager host set-admission` / `host set-rules`
+    /// do, which change them while the service runs); one not given keeps the stored setting
+    /// [default: the stored setting, else on].
+    #[arg(long, value_enum, value_name = "on|off")]
+    pub memory_admission: Option<OnOff>,
+    /// A runner's expected peak memory before its target has any history, in MiB
+    /// [default: the stored setting, else 2048].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..=MAX_MEMORY_MB))]
+    pub runner_memory_mb: Option<u64>,
+    /// Memory kept free for your own work when admitting runners, in MiB
+    /// [default: the stored setting, else 1024].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_MEMORY_MB))]
+    pub memory_headroom_mb: Option<u64>,
+    /// New runners wait while this machine runs on battery (`wait`), or start anyway (`run`)
+    /// [default: the stored setting, else run].
+    #[arg(long, value_enum)]
+    pub on_battery: Option<OnBattery>,
+    /// New runners wait while the 1-minute load average is above this; `off`: no limit
+    /// [default: the stored setting, else off].
+    #[arg(long, value_name = "N|off", allow_negative_numbers = true, value_parser = max_load_arg)]
+    pub max_load: Option<OrOff<f64>>,
+    /// New runners wait in these local hours, e.g. 22:00-07:00 (running jobs go on); `off`:
+    /// none [default: the stored setting, else off].
+    #[arg(long, value_name = "HH:MM-HH:MM|off", value_parser = quiet_hours_arg)]
+    pub quiet_hours: Option<OrOff<QuietHours>>,
+    /// Only use idle time: new runners wait while someone is active at the session (logind's
+    /// idle hint) [default: the stored setting, else off].
+    #[arg(long, value_enum, value_name = "on|off")]
+    pub idle_only: Option<OnOff>,
     /// What to do when a newer release is published: auto (download, verify and apply it;
     /// running jobs finish first), notify (tell, apply when asked), off
     /// [default: config.json's `update`, else auto].
@@ -112,17 +125,52 @@ pub enum OnBattery {
     Run,
 }
 
-fn parse_max_load(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
-        _ => Err(format!(
-            "{text:?} is not a load average: give a number above 0, e.g. 4 or 6.5"
-        )),
+impl OnBattery {
+    pub fn waits(self) -> bool {
+        self == OnBattery::Wait
     }
 }
 
-fn parse_quiet_hours(text: &str) -> Result<crate::service::QuietHours, String> {
-    crate::service::QuietHours::parse(text)
+impl OnOff {
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+/// A setting's value, or `off` (`None`). (A plain `Option<Option<T>>` would tell clap that
+/// the flag's value may be left out.)
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OrOff<T>(pub Option<T>);
+
+pub fn max_load_arg(text: &str) -> Result<OrOff<f64>, String> {
+    host_settings::parse_max_load(text).map(OrOff)
+}
+
+pub fn quiet_hours_arg(text: &str) -> Result<OrOff<QuietHours>, String> {
+    host_settings::parse_quiet_hours(text).map(OrOff)
+}
+
+/// The admission flags of `daemon run` or `host set-admission`/`set-rules` as a change of the
+/// stored settings (absent: unchanged).
+#[allow(clippy::too_many_arguments)]
+pub fn admission_change(
+    memory_admission: Option<OnOff>,
+    runner_memory_mb: Option<u64>,
+    memory_headroom_mb: Option<u64>,
+    on_battery: Option<OnBattery>,
+    max_load: Option<OrOff<f64>>,
+    quiet_hours: Option<OrOff<QuietHours>>,
+    idle_only: Option<OnOff>,
+) -> rm_proto::HostAdmissionChange {
+    rm_proto::HostAdmissionChange {
+        memory_admission: memory_admission.map(OnOff::on),
+        runner_memory_mb,
+        memory_headroom_mb,
+        wait_on_battery: on_battery.map(OnBattery::waits),
+        max_load: max_load.map(|l| l.0.map(rm_proto::LoadAverage)),
+        quiet_hours: quiet_hours.map(|q| q.0.map(|q| q.wire())),
+        idle_only: idle_only.map(OnOff::on),
+    }
 }
 
 /// A setting that is on or off.
@@ -205,16 +253,15 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         update_trust_key: args.update_trust_key,
         launch_backoff: args.launch_backoff_ms.map(Duration::from_millis),
         launch_backoff_max: args.launch_backoff_max_ms.map(Duration::from_millis),
-        memory_admission: crate::service::AdmissionConfig {
-            enabled: args.memory_admission == OnOff::On,
-            rules: crate::service::Rules {
-                wait_on_battery: args.on_battery == OnBattery::Wait,
-                max_load: args.max_load,
-                quiet_hours: args.quiet_hours,
-            },
-            default_expected_bytes: args.runner_memory_mb << 20,
-            headroom_bytes: args.memory_headroom_mb << 20,
-        },
+        admission: admission_change(
+            args.memory_admission,
+            args.runner_memory_mb,
+            args.memory_headroom_mb,
+            args.on_battery,
+            args.max_load,
+            args.quiet_hours,
+            args.idle_only,
+        ),
     };
     if let Some(key) = &options.update_trust_key {
         // Refused here already in release builds, with the fix.

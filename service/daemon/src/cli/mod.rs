@@ -22,6 +22,7 @@ use rm_core::{Label, ProfileName, Target};
 use crate::exit::{ExitCode, Failure};
 use crate::lock::{InstanceLock, LockError};
 use crate::paths::{self, StartMode};
+use crate::service::host_settings::MAX_MEMORY_MB;
 use crate::service_install::Systemd;
 use backend::{AddTarget, Backend, Capacity, JournalBackend, UpdateTarget, MAX_CAPACITY};
 use backend_api::ApiBackend;
@@ -227,6 +228,36 @@ pub enum HostCommand {
         #[arg(value_name = "N", value_parser = capacity_parser(), allow_negative_numbers = true)]
         capacity: u32,
     },
+    /// Memory admission: a runner starts only when the memory available now covers its
+    /// expected peak beside what running jobs still need and the headroom. Applied at once
+    /// (no restart); running jobs are never stopped by it.
+    SetAdmission {
+        /// Memory admission on or off.
+        #[arg(long, value_enum, value_name = "on|off")]
+        memory: Option<daemon::OnOff>,
+        /// A runner's expected peak before its target has any history, in MiB.
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..=MAX_MEMORY_MB))]
+        runner_memory_mb: Option<u64>,
+        /// Memory kept free for your own work, in MiB.
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..=MAX_MEMORY_MB))]
+        headroom_mb: Option<u64>,
+    },
+    /// Workstation rules: when new runners wait on this machine. Applied at once (no
+    /// restart); a rule only delays new runners, running jobs go on.
+    SetRules {
+        /// Wait while this machine runs on battery, or run anyway.
+        #[arg(long, value_enum)]
+        on_battery: Option<daemon::OnBattery>,
+        /// Wait while the 1-minute load average is above N; `off`: no limit.
+        #[arg(long, value_name = "N|off", allow_negative_numbers = true, value_parser = daemon::max_load_arg)]
+        max_load: Option<daemon::OrOff<f64>>,
+        /// Wait in these local hours, e.g. 22:00-07:00; `off`: none.
+        #[arg(long, value_name = "HH:MM-HH:MM|off", value_parser = daemon::quiet_hours_arg)]
+        quiet_hours: Option<daemon::OrOff<crate::service::QuietHours>>,
+        /// Only use idle time: wait while someone is active at the session.
+        #[arg(long, value_enum, value_name = "on|off")]
+        idle_only: Option<daemon::OnOff>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -351,6 +382,39 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             println!("host capacity set to {capacity} runner(s) at once");
             Ok(())
         }
+        Command::Host(HostCommand::SetAdmission {
+            memory,
+            runner_memory_mb,
+            headroom_mb,
+        }) => {
+            let change = daemon::admission_change(
+                memory,
+                runner_memory_mb,
+                headroom_mb,
+                None,
+                None,
+                None,
+                None,
+            );
+            set_admission(&data_dir, &socket, offline, &change, "set-admission")
+        }
+        Command::Host(HostCommand::SetRules {
+            on_battery,
+            max_load,
+            quiet_hours,
+            idle_only,
+        }) => {
+            let change = daemon::admission_change(
+                None,
+                None,
+                None,
+                on_battery,
+                max_load,
+                quiet_hours,
+                idle_only,
+            );
+            set_admission(&data_dir, &socket, offline, &change, "set-rules")
+        }
         Command::Status { watch: true, .. } if offline => Err(Failure::usage(
             "`status --watch` follows the running service: drop `--offline`",
         )),
@@ -385,6 +449,38 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Service(cmd) => service_command(&data_dir, &socket, cmd),
     }
+}
+
+/// `host set-admission` / `host set-rules`: through the running service (applied at once), or
+/// `--offline` in the journal (read by the service when it starts).
+fn set_admission(
+    data_dir: &std::path::Path,
+    socket: &std::path::Path,
+    offline: bool,
+    change: &rm_proto::HostAdmissionChange,
+    command: &str,
+) -> Result<(), Failure> {
+    if change.is_empty() {
+        let flags = if command == "set-admission" {
+            "--memory, --runner-memory-mb, --headroom-mb"
+        } else {
+            "--on-battery, --max-load, --quiet-hours, --idle-only"
+        };
+        return Err(Failure::usage(format!(
+            "nothing to change: give at least one of {flags} (see `runner-manager host \
+             {command} --help`)"
+        )));
+    }
+    let now = if offline {
+        open_offline(data_dir)?.1.set_host_admission(change)?
+    } else {
+        ApiBackend::connect(socket)?.set_host_admission(change)?
+    };
+    output::print_admission(&now);
+    if offline {
+        println!("stored: the service applies it when it starts");
+    }
+    Ok(())
 }
 
 /// The journal, with the data directory's lock held so a running service is never edited

@@ -93,7 +93,43 @@ pub(super) fn print_host(h: &HostView, as_json: bool) -> Result<(), Failure> {
     println!("os/arch:     {}/{}", h.os, h.arch);
     println!("capacity:    {} runner(s) at once", h.capacity);
     println!("runner root: {}", h.runner_root.display());
+    let (memory, rules) = admission_lines(&h.admission);
+    println!("memory:      {memory}");
+    println!("rules:       {rules}");
     Ok(())
+}
+
+/// Memory admission and the workstation rules in two lines (without labels).
+pub(super) fn admission_lines(a: &rm_proto::HostAdmission) -> (String, String) {
+    let on_off = |on: bool| if on { "on" } else { "off" };
+    let memory = if a.memory_admission {
+        format!(
+            "admission on: a new runner is expected to need {} MiB (until its target has a \
+             history), {} MiB kept free",
+            a.runner_memory_mb, a.memory_headroom_mb
+        )
+    } else {
+        format!(
+            "admission off (when on: {} MiB expected per new runner, {} MiB kept free)",
+            a.runner_memory_mb, a.memory_headroom_mb
+        )
+    };
+    let rules = format!(
+        "on battery {}, max load {}, quiet hours {}, idle only {}",
+        if a.wait_on_battery { "wait" } else { "run" },
+        a.max_load
+            .map_or_else(|| "off".to_owned(), |l| format!("{}", l.0)),
+        a.quiet_hours.as_deref().unwrap_or("off"),
+        on_off(a.idle_only)
+    );
+    (memory, rules)
+}
+
+/// The settings after `host set-admission` / `host set-rules`.
+pub(super) fn print_admission(a: &rm_proto::HostAdmission) {
+    let (memory, rules) = admission_lines(a);
+    println!("memory {memory}");
+    println!("workstation rules: {rules}");
 }
 
 pub(super) fn print_status(s: &StatusView, as_json: bool) -> Result<(), Failure> {
@@ -246,6 +282,15 @@ pub(super) fn print_api_host(s: &rm_proto::Status, as_json: bool) -> Result<(), 
         println!("               {note}");
     }
     println!("routing label: {}", h.routing_label);
+    if let Some(a) = &h.admission {
+        let (memory, rules) = admission_lines(a);
+        println!("memory:        {memory}");
+        println!("rules:         {rules}");
+        println!(
+            "               change them with `runner-manager host set-admission` / `host \
+             set-rules`"
+        );
+    }
     let now = chrono::Utc::now().timestamp_millis();
     if let Some(line) = health_line(&s.github_health, now) {
         println!("{line}");

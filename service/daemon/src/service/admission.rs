@@ -24,13 +24,14 @@ const MIB: u64 = 1 << 20;
 /// How often a held-back start looks at the memory again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// The host's admission settings (`daemon run --memory-admission`, `--runner-memory-mb`,
-/// `--memory-headroom-mb`).
+/// The host's admission settings (`runner-manager host set-admission` and `host set-rules`;
+/// stored in the journal, see `host_settings`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdmissionConfig {
     /// Memory admission on.
     pub enabled: bool,
-    /// The workstation rules (on battery, load, quiet hours): checked first, memory or not.
+    /// The workstation rules (on battery, the user active, load, quiet hours): checked first,
+    /// memory or not.
     pub rules: Rules,
     /// A runner's expected peak before its target has any history.
     pub default_expected_bytes: u64,
@@ -79,8 +80,8 @@ impl Hold {
     pub fn fix(&self) -> &'static str {
         "They start by themselves once memory frees up (a job finishing, an application \
          closed). To admit them anyway, lower the expectation or the headroom \
-         (`runner-manager daemon run --runner-memory-mb N --memory-headroom-mb N`) or turn \
-         admission off (`--memory-admission off`)."
+         (`runner-manager host set-admission --runner-memory-mb N --headroom-mb N`) or turn \
+         memory admission off (`runner-manager host set-admission --memory off`)."
     }
 }
 
@@ -159,9 +160,12 @@ pub fn admissible(available: u64, reserved: u64, headroom: u64, expected: u64) -
     u32::try_from(free / expected.max(1)).unwrap_or(u32::MAX)
 }
 
-/// The admission's state: its inputs from the meter, and the last verdict.
+/// The admission's state: its settings, its inputs from the meter, and the last verdict.
 pub struct Admission {
-    pub config: AdmissionConfig,
+    /// Changed at run time (`set_config`); read afresh by every check.
+    config: Mutex<AdmissionConfig>,
+    /// Held while a change is validated, stored and applied, so two changes do not interleave.
+    pub changing: tokio::sync::Mutex<()>,
     source: MemorySource,
     sources: workstation::Sources,
     /// Why new runners wait because of a workstation rule.
@@ -183,7 +187,8 @@ impl Admission {
         sources: workstation::Sources,
     ) -> Admission {
         Admission {
-            config,
+            config: Mutex::new(config),
+            changing: tokio::sync::Mutex::new(()),
             source,
             sources,
             rule_hold: Mutex::new(None),
@@ -193,6 +198,16 @@ impl Admission {
             holding: AtomicBool::new(false),
             recheck: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> AdmissionConfig {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// New settings, in force from the next check (the caller wakes the loops).
+    pub fn set_config(&self, config: AdmissionConfig) {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config;
     }
 
     pub fn set_reserved(&self, bytes: u64) {
@@ -211,8 +226,8 @@ impl Admission {
     /// A new runner's expected peak: its policy's typical peak, else the default. Without a
     /// policy (the recheck's question "could any runner start?"), the smallest expectation.
     pub fn expected(&self, policy: Option<PolicyId>) -> u64 {
+        let default = self.config().default_expected_bytes;
         let typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
-        let default = self.config.default_expected_bytes;
         match policy {
             Some(p) => typical.get(&p).copied().unwrap_or(default),
             None => typical.values().copied().fold(default, u64::min),
@@ -226,7 +241,8 @@ impl Admission {
 
     /// Whether anything here may hold a start back (memory admission or a rule).
     pub fn active(&self) -> bool {
-        self.config.enabled || self.config.rules.any()
+        let config = self.config();
+        config.enabled || config.rules.any()
     }
 
     /// Why new runners wait because of a workstation rule, if one holds them.
@@ -243,14 +259,21 @@ impl Admission {
         }
     }
 
+    /// The workstation rule that holds new runners back now, if one does.
+    async fn rule_now(&self, rules: &Rules) -> Option<RuleHold> {
+        if !rules.any() {
+            return None;
+        }
+        let readings = self.sources.read(rules).await;
+        rules.check(&readings, workstation::local_minute())
+    }
+
     /// How many more runners of `policy` may start now (`u32::MAX` when nothing here limits
     /// them or memory cannot be read); records the verdict. A workstation rule is looked at
     /// first.
-    pub fn allowed_new(&self, policy: Option<PolicyId>) -> u32 {
-        let rule = self
-            .config
-            .rules
-            .check(&self.sources, workstation::local_minute());
+    pub async fn allowed_new(&self, policy: Option<PolicyId>) -> u32 {
+        let config = self.config();
+        let rule = self.rule_now(&config.rules).await;
         let before = std::mem::replace(
             &mut *self
                 .rule_hold
@@ -266,7 +289,9 @@ impl Admission {
             self.arm_recheck();
             return 0;
         }
-        if !self.config.enabled {
+        if !config.enabled {
+            // Memory admission turned off: a hold it recorded earlier no longer stands.
+            *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
             return u32::MAX;
         }
         let available = match self.source.available() {
@@ -279,7 +304,7 @@ impl Admission {
         let hold = Hold {
             available_bytes: available,
             reserved_bytes: self.reserved.load(Ordering::SeqCst),
-            headroom_bytes: self.config.headroom_bytes,
+            headroom_bytes: config.headroom_bytes,
             expected_bytes: self.expected(policy),
         };
         let n = admissible(
@@ -324,16 +349,12 @@ impl Admission {
     }
 
     /// What the recheck asks: would a new runner start now? (Does not record a verdict.)
-    pub fn fits_now(&self) -> bool {
-        if self
-            .config
-            .rules
-            .check(&self.sources, workstation::local_minute())
-            .is_some()
-        {
+    pub async fn fits_now(&self) -> bool {
+        let config = self.config();
+        if self.rule_now(&config.rules).await.is_some() {
             return false;
         }
-        if !self.config.enabled {
+        if !config.enabled {
             return true;
         }
         // The runner held back is the one to fit (another target's smaller one would only
@@ -346,7 +367,7 @@ impl Admission {
                 admissible(
                     available,
                     self.reserved.load(Ordering::SeqCst),
-                    self.config.headroom_bytes,
+                    config.headroom_bytes,
                     expected,
                 ) > 0
             }
@@ -404,6 +425,10 @@ mod tests {
             m.contains("3000 MiB available") && m.contains("2048 MiB"),
             "{m}"
         );
-        assert!(h.fix().contains("--memory-admission off"));
+        assert!(h.fix().contains("host set-admission --memory off"));
+        assert!(
+            !h.fix().contains("daemon run"),
+            "the fix names the run-time command"
+        );
     }
 }

@@ -12,9 +12,9 @@ use rm_core::{
     WorkspaceMode,
 };
 use rm_proto::{
-    ApiError, CredentialPut, DoctorReport, Handler, HostCapacity, HostStatus, PauseState, Peer,
-    SignInSession, SignInStart, Status, TargetAdd, TargetRef, TargetStatus, TargetUpdate,
-    WatchStart,
+    ApiError, CredentialPut, DoctorReport, Handler, HostAdmission, HostAdmissionChange,
+    HostCapacity, HostStatus, PauseState, Peer, SignInSession, SignInStart, Status, TargetAdd,
+    TargetRef, TargetStatus, TargetUpdate, WatchStart,
 };
 use secrecy::SecretString;
 use std::sync::Arc;
@@ -400,7 +400,53 @@ impl Handler for Api {
             .map_err(journal_error)?;
         tracing::info!(uid = peer.uid, capacity, "host capacity set");
         self.changed().await;
-        Ok(status::host_status(&host))
+        Ok(status::host_status(
+            &host,
+            self.daemon.admission.config().to_wire(),
+        ))
+    }
+
+    async fn set_host_admission(
+        &self,
+        peer: Peer,
+        change: HostAdmissionChange,
+    ) -> Result<HostAdmission, ApiError> {
+        if change.is_empty() {
+            return Err(bad(
+                "nothing to change: send at least one of memory_admission, runner_memory_mb, \
+                 memory_headroom_mb, wait_on_battery, max_load, quiet_hours, idle_only",
+            ));
+        }
+        let admission = Arc::clone(&self.daemon.admission);
+        let _changing = admission.changing.lock().await;
+        // Validated before anything is written: a refused change leaves every setting as it was.
+        let next = admission
+            .config()
+            .apply(&change)
+            .map_err(|e| bad(format!("{e}: fix the request")))?;
+        let stored = next.to_stored();
+        self.daemon
+            .journal
+            .with(move |j| j.put_host_settings(&stored))
+            .await
+            .map_err(journal_error)?;
+        admission.set_config(next);
+        let now = next.to_wire();
+        tracing::info!(
+            uid = peer.uid,
+            memory_admission = now.memory_admission,
+            runner_memory_mb = now.runner_memory_mb,
+            memory_headroom_mb = now.memory_headroom_mb,
+            wait_on_battery = now.wait_on_battery,
+            max_load = ?now.max_load.map(|l| l.0),
+            quiet_hours = ?now.quiet_hours,
+            idle_only = now.idle_only,
+            "admission settings changed"
+        );
+        // The loops look again at once (a rule turned off starts a held job now); a hold that
+        // still stands is recorded again by their next check.
+        self.changed().await;
+        Ok(now)
     }
 
     async fn host_doctor(&self, _peer: Peer) -> Result<DoctorReport, ApiError> {

@@ -159,7 +159,7 @@ impl GatedJournal {
             self.note_hold(None);
             return Ok(capacity);
         }
-        let allowed = self.admission.allowed_new(policy);
+        let allowed = self.admission.allowed_new(policy).await;
         let admitted = capacity.min(active.saturating_add(allowed));
         self.note_hold((admitted < capacity).then(|| self.hold_now()).flatten());
         Ok(admitted)

@@ -25,6 +25,7 @@ mod fleet;
 mod gate;
 mod health_watch;
 pub(crate) mod host_row;
+pub(crate) mod host_settings;
 mod launch_health;
 mod meters;
 pub mod operators;
@@ -33,6 +34,7 @@ mod runner_events;
 mod sign_in;
 mod state;
 mod status;
+mod system_bus;
 mod watchers;
 mod why;
 mod workstation;
@@ -107,8 +109,10 @@ pub struct Options {
     /// The launch back-off's first and longest wait (tests; default 15 s and 10 min).
     pub launch_backoff: Option<Duration>,
     pub launch_backoff_max: Option<Duration>,
-    /// Memory admission (`--memory-admission`, `--runner-memory-mb`, `--memory-headroom-mb`).
-    pub memory_admission: admission::AdmissionConfig,
+    /// Admission settings given as flags (`--memory-admission`, `--runner-memory-mb`,
+    /// `--memory-headroom-mb`, `--on-battery`, `--max-load`, `--quiet-hours`, `--idle-only`):
+    /// stored over the journal's at start. The rest stay as stored (else the defaults).
+    pub admission: rm_proto::HostAdmissionChange,
 }
 
 /// GitHub endpoints kept in `<data-dir>/config.json` (GitHub Enterprise Server).
@@ -331,6 +335,7 @@ async fn serve(
         .ok()
         .flatten()
         .is_some_and(|v| v == "1");
+    let admission_config = admission_settings(&mut journal, &options.admission)?;
     let journal = JournalAdapter::new(journal);
     let store = open_store(&options)?;
     let client = build_client(&options, Arc::clone(&store))?;
@@ -350,7 +355,7 @@ async fn serve(
         removals: Arc::clone(&removals),
         doctor: doctor::Doctor::new(host_config.clone()),
         admission: Arc::new(admission::Admission::new(
-            options.memory_admission,
+            admission_config,
             admission::MemorySource::system(),
             workstation::Sources::system(),
         )),
@@ -567,6 +572,35 @@ async fn serve(
     })
 }
 
+/// The admission settings in force at start: the journal's (the defaults before any were
+/// stored), with the flags given on the command line applied and stored over them.
+fn admission_settings(
+    journal: &mut rm_journal::Journal,
+    flags: &rm_proto::HostAdmissionChange,
+) -> Result<admission::AdmissionConfig, Failure> {
+    let stored = match journal.host_settings() {
+        Ok(Some(s)) => admission::AdmissionConfig::from_stored(&s).map_err(|e| e.to_string()),
+        Ok(None) => Ok(admission::AdmissionConfig::default()),
+        Err(e) => Err(e.to_string()),
+    };
+    let current = stored.unwrap_or_else(|error| {
+        // A damaged row must not keep the service from starting: the next change rewrites it.
+        tracing::warn!(%error, "the stored admission settings are unreadable: using the defaults until `runner-manager host set-admission`/`set-rules` stores new ones");
+        admission::AdmissionConfig::default()
+    });
+    if flags.is_empty() {
+        return Ok(current);
+    }
+    let next = current
+        .apply(flags)
+        .map_err(|e| Failure::usage(format!("{e}: fix the `daemon run` flag")))?;
+    journal
+        .put_host_settings(&next.to_stored())
+        .map_err(|e| Failure::internal(format!("the admission settings cannot be stored: {e}")))?;
+    tracing::info!(settings = ?next.to_wire(), "admission settings from the command line stored");
+    Ok(next)
+}
+
 /// While memory admission holds a start back, looks every 2 s whether a runner fits now and,
 /// when it does, wakes the loops (they start it in that pass) and tells the watchers.
 async fn admission_recheck(daemon: Arc<state::Daemon>) {
@@ -577,7 +611,7 @@ async fn admission_recheck(daemon: Arc<state::Daemon>) {
             daemon.publish_status().await;
         }
         tokio::time::sleep(admission::RECHECK_EVERY).await;
-        if daemon.admission.fits_now() {
+        if daemon.admission.fits_now().await {
             daemon.admission.released();
             daemon.wake.notify_one();
             daemon.publish_status().await;
@@ -736,7 +770,7 @@ mod tests {
             update_trust_key: None,
             launch_backoff: None,
             launch_backoff_max: None,
-            memory_admission: admission::AdmissionConfig::default(),
+            admission: rm_proto::HostAdmissionChange::default(),
         }
     }
 

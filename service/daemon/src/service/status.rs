@@ -30,7 +30,8 @@ pub fn journal_error(e: rm_agent::JournalError) -> ApiError {
     }
 }
 
-pub fn host_status(host: &Host) -> HostStatus {
+/// This host with the admission settings in force.
+pub fn host_status(host: &Host, admission: rm_proto::HostAdmission) -> HostStatus {
     HostStatus {
         id: host.id.to_string(),
         label: host.label.to_string(),
@@ -41,6 +42,7 @@ pub fn host_status(host: &Host) -> HostStatus {
             .routing_label(&RoutingPrefix::default(), &ProfileName::default())
             .to_string(),
         capacity_note: Some(super::host_row::capacity_note(host.capacity)),
+        admission: Some(admission),
     }
 }
 
@@ -239,7 +241,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
     distinct.sort_unstable();
     distinct.dedup();
     Ok(Status {
-        host: host_status(&host),
+        host: host_status(&host, daemon.admission.config().to_wire()),
         paused: daemon.gate.paused(),
         auth: auth_state(
             daemon,

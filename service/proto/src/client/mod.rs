@@ -20,10 +20,11 @@ pub use watch::WatchStream;
 use crate::error::{ErrorBody, ErrorCode};
 use crate::paths::{self, TargetRef};
 use crate::requests::{
-    CredentialPut, HostCapacity, PauseState, TargetAdd, TargetList, TargetUpdate,
+    CredentialPut, HostAdmissionChange, HostCapacity, PauseState, TargetAdd, TargetList,
+    TargetUpdate,
 };
 use crate::signin::{SignInSession, SignInStart};
-use crate::status::{DoctorReport, HostStatus, Status, TargetStatus};
+use crate::status::{DoctorReport, HostAdmission, HostStatus, Status, TargetStatus};
 use crate::version::{check_compatibility, VersionInfo, API_HEADER, API_VERSION};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -179,6 +180,15 @@ impl Client {
             Some(&HostCapacity { capacity }),
         )
         .await
+    }
+
+    /// `PATCH /v1/host/admission`.
+    pub async fn set_host_admission(
+        &self,
+        change: &HostAdmissionChange,
+    ) -> Result<HostAdmission, ClientError> {
+        self.call(Method::PATCH, paths::HOST_ADMISSION, Some(change))
+            .await
     }
 
     /// `GET /v1/host/doctor`.

@@ -22,6 +22,7 @@ fn status() -> Status {
             capacity: 2,
             routing_label: "rm-box-linux-x64".into(),
             capacity_note: None,
+            admission: None,
         },
         paused: false,
         auth: AuthState::SignedIn {

@@ -144,6 +144,10 @@ async fn handle<H: Handler>(
             let capacity = parse_body(&body)?;
             json(StatusCode::OK, &h.set_host_capacity(peer, capacity).await?)
         }
+        Route::SetHostAdmission => {
+            let change = parse_body(&body)?;
+            json(StatusCode::OK, &h.set_host_admission(peer, change).await?)
+        }
         Route::HostDoctor => json(StatusCode::OK, &h.host_doctor(peer).await?),
         Route::Why => json(StatusCode::OK, &h.why(peer).await?),
         Route::Pause => {

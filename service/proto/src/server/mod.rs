@@ -65,9 +65,11 @@ fn peer_of(stream: &Stream) -> std::io::Result<Peer> {
 
 use crate::error::ApiError;
 use crate::paths::TargetRef;
-use crate::requests::{CredentialPut, HostCapacity, PauseState, TargetAdd, TargetUpdate};
+use crate::requests::{
+    CredentialPut, HostAdmissionChange, HostCapacity, PauseState, TargetAdd, TargetUpdate,
+};
 use crate::signin::{SignInSession, SignInStart};
-use crate::status::{DoctorReport, HostStatus, Status, TargetStatus};
+use crate::status::{DoctorReport, HostAdmission, HostStatus, Status, TargetStatus};
 use crate::version::VersionInfo;
 use crate::watch::WatchMessage;
 use hyper::server::conn::http1;
@@ -148,6 +150,22 @@ pub trait Handler: Send + Sync + 'static {
         peer: Peer,
         request: HostCapacity,
     ) -> impl Future<Output = Result<HostStatus, ApiError>> + Send;
+
+    /// `PATCH /v1/host/admission`: change memory admission and the workstation rules now;
+    /// answers the settings in force.
+    fn set_host_admission(
+        &self,
+        peer: Peer,
+        request: HostAdmissionChange,
+    ) -> impl Future<Output = Result<HostAdmission, ApiError>> + Send {
+        let _ = (peer, request);
+        async {
+            Err(ApiError::not_found(
+                "this service cannot change admission while it runs: update runner-manager \
+                 (the service), or use `runner-manager daemon run`'s flags",
+            ))
+        }
+    }
 
     /// `GET /v1/host/doctor`: every host check, run now.
     fn host_doctor(

@@ -91,6 +91,7 @@ pub fn sample_host(capacity: u32) -> HostStatus {
         capacity,
         routing_label: "rm-devbox-linux-x64-default".into(),
         capacity_note: None,
+        admission: None,
     }
 }
 
