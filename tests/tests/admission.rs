@@ -186,3 +186,153 @@ async fn on_battery_a_job_waits_and_starts_once_plugged_in_and_a_running_one_goe
     .unwrap();
     d.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_targets_own_admission_settings_decide_for_its_runners() {
+    let gh = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let meminfo = dir.path().join("meminfo");
+    // 1200 MiB available, 1024 kept free: 176 MiB for runners, less than the host's 512.
+    write_meminfo(&meminfo, 1200);
+    let d = Daemon::start_env(
+        &gh,
+        &["--runner-memory-mb", "512", "--memory-headroom-mb", "1024"],
+        &[("RUNNER_MANAGER_TEST_MEMINFO", meminfo.to_str().unwrap())],
+    )
+    .await;
+    d.sign_in(&gh, "octo").await;
+    let free = routing_label(
+        &d.ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
+            .await,
+    );
+    let small = routing_label(
+        &d.ok(&[
+            "repo",
+            "add",
+            "octo/hello",
+            "--profile",
+            "small",
+            "--max-runners",
+            "2",
+        ])
+        .await,
+    );
+    // Bad values are refused with the fix and change nothing.
+    for bad in [
+        ["--runner-memory-mb", "0"],
+        ["--memory-admission", "maybe"],
+        ["--memory-headroom-mb", "-1"],
+    ] {
+        let out = d
+            .run(
+                &[
+                    &["repo", "set", "octo/hello", "--profile", "small"][..],
+                    &bad[..],
+                ]
+                .concat(),
+            )
+            .await;
+        assert!(!out.status.success(), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("or host"), "{bad:?}: {err}");
+    }
+    let client = d.client().await;
+    let targets = client.targets().await.unwrap();
+    assert!(targets.iter().all(|t| t.admission.is_none()), "{targets:?}");
+
+    // The default profile turns admission off for its runners; the small one expects 64 MiB.
+    d.ok(&["repo", "set", "octo/hello", "--memory-admission", "off"])
+        .await;
+    let line = d
+        .ok(&[
+            "repo",
+            "set",
+            "octo/hello",
+            "--profile",
+            "small",
+            "--runner-memory-mb",
+            "64",
+        ])
+        .await;
+    assert!(line.contains("admission: runner 64 MiB"), "{line}");
+    let targets = client.targets().await.unwrap();
+    let own = |profile: &str| {
+        targets
+            .iter()
+            .find(|t| t.profile == profile)
+            .unwrap()
+            .admission
+    };
+    assert_eq!(own("default").unwrap().memory_admission, Some(false));
+    assert_eq!(own("small").unwrap().runner_memory_mb, Some(64));
+    assert_eq!(
+        own("small").unwrap().memory_admission,
+        None,
+        "follows the host"
+    );
+
+    // A third profile follows the host: its job waits, the other two start.
+    let host = routing_label(
+        &d.ok(&[
+            "repo",
+            "add",
+            "octo/hello",
+            "--profile",
+            "host",
+            "--max-runners",
+            "1",
+        ])
+        .await,
+    );
+    let run = gh
+        .queue_run(
+            "octo/hello",
+            vec![
+                JobSpec::new("free", &[&free]).duration(Duration::from_millis(300)),
+                JobSpec::new("small", &[&small]).duration(Duration::from_millis(300)),
+                JobSpec::new("host", &[&host]).duration(Duration::from_millis(300)),
+            ],
+        )
+        .unwrap();
+    let jobs = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids;
+    for job in &jobs[..2] {
+        until(Duration::from_secs(30), "own settings admit", || async {
+            (gh.job(*job).unwrap().status == JobStatus::Completed).then_some(())
+        })
+        .await;
+    }
+    let why = until(
+        Duration::from_secs(30),
+        "the host-following job held",
+        || {
+            let client = &client;
+            let job = jobs[2];
+            async move {
+                let report = client.why().await.ok()?;
+                let reason = report.targets[0]
+                    .jobs
+                    .iter()
+                    .find(|j| j.job_id == job)?
+                    .reason
+                    .clone();
+                (reason.code == "memory").then_some(reason)
+            }
+        },
+    )
+    .await;
+    assert!(why.message.contains("512 MiB"), "{}", why.message);
+    assert_eq!(gh.job(jobs[2]).unwrap().status, JobStatus::Queued);
+
+    // Back to the host's settings: `host` clears the target's own.
+    d.ok(&["repo", "set", "octo/hello", "--memory-admission", "host"])
+        .await;
+    let targets = client.targets().await.unwrap();
+    let default = targets.iter().find(|t| t.profile == "default").unwrap();
+    assert_eq!(default.admission, None, "{default:?}");
+    write_meminfo(&meminfo, 8192);
+    until(Duration::from_secs(30), "the held job starts", || async {
+        (gh.job(jobs[2]).unwrap().status != JobStatus::Queued).then_some(())
+    })
+    .await;
+    d.stop().await.unwrap();
+}

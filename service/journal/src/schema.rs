@@ -130,7 +130,19 @@ CREATE TABLE host_settings (
 ) STRICT;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+/// Version 5: a target's own memory admission settings (`repo set --memory-admission`,
+/// `--runner-memory-mb`, `--memory-headroom-mb`); a NULL column, or no row, follows the host's.
+/// Goes with its policy.
+const V5: &str = r#"
+CREATE TABLE policy_admission (
+    policy_id          INTEGER PRIMARY KEY NOT NULL REFERENCES policies (id) ON DELETE CASCADE,
+    memory_admission   INTEGER CHECK (memory_admission IS NULL OR memory_admission IN (0, 1)),
+    runner_memory_mb   INTEGER CHECK (runner_memory_mb IS NULL OR runner_memory_mb >= 1),
+    memory_headroom_mb INTEGER CHECK (memory_headroom_mb IS NULL OR memory_headroom_mb >= 0)
+) STRICT;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

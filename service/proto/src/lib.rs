@@ -48,7 +48,8 @@ pub use status::{
     AdmissionHold, Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure,
     FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission, HostCheck,
     HostStatus, JobRef, LoadAverage, Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage,
-    Status, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus, WorkstationHold,
+    Status, TargetAdmission, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus,
+    WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

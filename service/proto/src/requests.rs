@@ -63,6 +63,10 @@ pub struct TargetUpdate {
     /// target not in `repair_required` refuses it (`409 conflict`, naming its state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<bool>,
+    /// The target's own memory admission settings, replacing what it had (a `null` field
+    /// follows the host's setting; all `null` clears them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<crate::status::TargetAdmission>,
 }
 
 impl TargetUpdate {

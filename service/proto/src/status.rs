@@ -306,6 +306,23 @@ pub struct TargetStatus {
     /// 90th percentile of its last 20 metered jobs); absent before its first metered job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typical_peak_rss_bytes: Option<u64>,
+    /// The target's own memory admission settings (`null`: it follows the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<TargetAdmission>,
+}
+
+/// A target's own memory admission settings over the host's; a `null` field follows the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetAdmission {
+    /// Memory admission on or off for this target's runners.
+    #[serde(default)]
+    pub memory_admission: Option<bool>,
+    /// A runner's expected peak before the target has any history, in MiB (≥ 1).
+    #[serde(default)]
+    pub runner_memory_mb: Option<u64>,
+    /// Memory kept free when one of its runners starts, in MiB.
+    #[serde(default)]
+    pub memory_headroom_mb: Option<u64>,
 }
 
 /// Something keeping a target from serving jobs.

@@ -166,6 +166,11 @@ impl ApiBackend {
             .map_err(client_failure)
     }
 
+    /// The target (and profile) as the service reports it.
+    pub fn target(&self, target: &TargetRef) -> Result<TargetStatus, Failure> {
+        self.find(target)
+    }
+
     fn find(&self, target: &TargetRef) -> Result<TargetStatus, Failure> {
         let noun = target.kind.as_str();
         let all = self.targets()?;

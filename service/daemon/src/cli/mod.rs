@@ -203,10 +203,93 @@ pub struct SetArgs {
     pub enable: bool,
     #[arg(long)]
     pub disable: bool,
+    /// Memory admission for this target's runners: on, off, or host (follow the host's
+    /// `host set-admission --memory`).
+    #[arg(long, value_name = "on|off|host", value_parser = parse_own_switch)]
+    pub memory_admission: Option<Own<bool>>,
+    /// This target's runner's expected memory peak before it has any history, in MiB, or
+    /// host.
+    #[arg(long, value_name = "MB|host", value_parser = parse_own_runner_mb, allow_negative_numbers = true)]
+    pub runner_memory_mb: Option<Own<u64>>,
+    /// Memory kept free for you when one of this target's runners starts, in MiB, or host.
+    #[arg(long, value_name = "MB|host", value_parser = parse_own_headroom_mb, allow_negative_numbers = true)]
+    pub memory_headroom_mb: Option<Own<u64>>,
     /// Try a target that stopped (`repair_required`, launches kept failing) again, once what
     /// `runner-manager status` names is fixed; the host checks run first.
     #[arg(long)]
     pub retry: bool,
+}
+
+/// A target's own setting, or `host`: follow the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Own<T> {
+    Host,
+    Value(T),
+}
+
+impl<T> Own<T> {
+    fn into_option(self) -> Option<T> {
+        match self {
+            Own::Host => None,
+            Own::Value(v) => Some(v),
+        }
+    }
+}
+
+fn parse_own_switch(text: &str) -> Result<Own<bool>, String> {
+    match text {
+        "on" => Ok(Own::Value(true)),
+        "off" => Ok(Own::Value(false)),
+        "host" => Ok(Own::Host),
+        other => Err(format!("'{other}' is not on, off or host")),
+    }
+}
+
+/// The most MiB a target's admission numbers may name (1 TiB: catches a unit mistake).
+const MAX_OWN_MB: u64 = 1 << 20;
+
+fn parse_own_mb(text: &str, min: u64) -> Result<Own<u64>, String> {
+    if text == "host" {
+        return Ok(Own::Host);
+    }
+    match text.parse::<u64>() {
+        Ok(n) if (min..=MAX_OWN_MB).contains(&n) => Ok(Own::Value(n)),
+        _ => Err(format!(
+            "'{text}' is not a number of MiB from {min} to {MAX_OWN_MB}, or host"
+        )),
+    }
+}
+
+fn parse_own_runner_mb(text: &str) -> Result<Own<u64>, String> {
+    parse_own_mb(text, 1)
+}
+
+fn parse_own_headroom_mb(text: &str) -> Result<Own<u64>, String> {
+    parse_own_mb(text, 0)
+}
+
+/// The target's own admission settings after `s`'s flags (`None`: no such flag given).
+fn own_admission_change(
+    s: &SetArgs,
+    current: Option<rm_proto::TargetAdmission>,
+) -> Option<rm_proto::TargetAdmission> {
+    if s.memory_admission.is_none()
+        && s.runner_memory_mb.is_none()
+        && s.memory_headroom_mb.is_none()
+    {
+        return None;
+    }
+    let mut next = current.unwrap_or_default();
+    if let Some(v) = s.memory_admission {
+        next.memory_admission = v.into_option();
+    }
+    if let Some(v) = s.runner_memory_mb {
+        next.runner_memory_mb = v.into_option();
+    }
+    if let Some(v) = s.memory_headroom_mb {
+        next.memory_headroom_mb = v.into_option();
+    }
+    Some(next)
 }
 
 #[derive(Debug, Subcommand)]
@@ -580,6 +663,12 @@ fn offline_target_command(
                 },
                 retry: s.retry,
             };
+            if own_admission_change(&s, None).is_some() {
+                return Err(Failure::usage(
+                    "a target's admission settings change through the running service (it \
+                     applies them at once): drop `--offline`",
+                ));
+            }
             if change.capacity.is_none()
                 && change.min_capacity.is_none()
                 && change.enabled.is_none()
@@ -689,6 +778,12 @@ fn api_target_command(
         TargetCommand::Set(s) => {
             let profile = parse_profile(&s.target.profile)?;
             let target = target_ref(&s.target.target, org)?.with_profile(profile.as_str());
+            let api = ApiBackend::connect(socket)?;
+            let admission = match own_admission_change(&s, None) {
+                // Merged over what the target has now (a flag not given keeps its value).
+                Some(_) => own_admission_change(&s, api.target(&target)?.admission),
+                None => None,
+            };
             let change = rm_proto::TargetUpdate {
                 revision: 0,
                 max_capacity: s.max_runners,
@@ -701,14 +796,16 @@ fn api_target_command(
                 labels: label_texts(&s.labels)?,
                 monitor_only: s.monitor_only.then_some(true),
                 retry: s.retry.then_some(true),
+                admission,
             };
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
-                     --monitor-only, --label, --enable, --disable, --retry (see `runner-manager {noun} set --help`)"
+                     --monitor-only, --label, --enable, --disable, --retry, --memory-admission, \
+                     --runner-memory-mb, --memory-headroom-mb (see `runner-manager {noun} set --help`)"
                 )));
             }
-            let updated = ApiBackend::connect(socket)?.update_target(&target, &change)?;
+            let updated = api.update_target(&target, &change)?;
             println!("updated {}", output::api_target_line(&updated));
             Ok(())
         }

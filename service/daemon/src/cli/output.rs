@@ -168,15 +168,37 @@ fn when(t: rm_proto::UnixMillis) -> String {
 pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
     let (cap, profile) = capacity_and_profile(t.max_capacity, &t.profile);
     format!(
-        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}",
+        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}",
         t.target,
         wire(&t.state),
         if t.enabled { "" } else { ", disabled" },
         t.min_capacity,
         t.demand.queued,
         t.active_runners,
-        t.labels.join(",")
+        t.labels.join(","),
+        own_admission_text(t.admission.as_ref())
     )
+}
+
+/// ` · admission: memory off, runner 6144 MiB` for a target with its own settings.
+fn own_admission_text(a: Option<&rm_proto::TargetAdmission>) -> String {
+    let Some(a) = a else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(on) = a.memory_admission {
+        parts.push(format!("memory {}", if on { "on" } else { "off" }));
+    }
+    if let Some(mb) = a.runner_memory_mb {
+        parts.push(format!("runner {mb} MiB"));
+    }
+    if let Some(mb) = a.memory_headroom_mb {
+        parts.push(format!("headroom {mb} MiB"));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(" · admission: {}", parts.join(", "))
 }
 
 /// A target's problem, indented under its line: what is wrong, when it is tried next, the fix.

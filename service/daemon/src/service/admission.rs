@@ -13,6 +13,7 @@
 
 use super::workstation::{self, RuleHold, Rules};
 use rm_core::PolicyId;
+use rm_journal::PolicyAdmission;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -154,6 +155,13 @@ fn cgroup_left(dir: &Path) -> Option<u64> {
     Some(max.saturating_sub(current))
 }
 
+/// The settings that admit one runner: the host's under its target's own.
+struct Effective {
+    enabled: bool,
+    default_expected_bytes: u64,
+    headroom_bytes: u64,
+}
+
 /// How many more runners of `expected` bytes fit (pure).
 pub fn admissible(available: u64, reserved: u64, headroom: u64, expected: u64) -> u32 {
     let free = available.saturating_sub(reserved).saturating_sub(headroom);
@@ -174,6 +182,8 @@ pub struct Admission {
     reserved: AtomicU64,
     /// Each policy's typical peak (none: no history yet).
     typical: Mutex<HashMap<PolicyId, u64>>,
+    /// Targets' own settings over the host's (`repo set --memory-admission …`).
+    own: Mutex<HashMap<PolicyId, PolicyAdmission>>,
     hold: Mutex<Option<Hold>>,
     /// A start is held back: the recheck task runs.
     holding: AtomicBool,
@@ -194,6 +204,7 @@ impl Admission {
             rule_hold: Mutex::new(None),
             reserved: AtomicU64::new(0),
             typical: Mutex::new(HashMap::new()),
+            own: Mutex::new(HashMap::new()),
             hold: Mutex::new(None),
             holding: AtomicBool::new(false),
             recheck: tokio::sync::Notify::new(),
@@ -223,10 +234,44 @@ impl Admission {
         };
     }
 
-    /// A new runner's expected peak: its policy's typical peak, else the default. Without a
+    /// `policy`'s own settings (all `None`: it follows the host's again).
+    pub fn set_own(&self, policy: PolicyId, own: PolicyAdmission) {
+        let mut map = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        if own.is_empty() {
+            map.remove(&policy);
+        } else {
+            map.insert(policy, own);
+        }
+    }
+
+    /// `policy`'s own settings, if it has any.
+    pub fn own(&self, policy: PolicyId) -> Option<PolicyAdmission> {
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&policy)
+            .copied()
+    }
+
+    /// What admits a runner of `policy`: the host's settings under the target's own.
+    fn effective(&self, policy: Option<PolicyId>) -> Effective {
+        let host = self.config();
+        let own = policy.and_then(|p| self.own(p)).unwrap_or_default();
+        Effective {
+            enabled: own.memory_admission.unwrap_or(host.enabled),
+            default_expected_bytes: own
+                .runner_memory_mb
+                .map_or(host.default_expected_bytes, |mb| mb.saturating_mul(MIB)),
+            headroom_bytes: own
+                .memory_headroom_mb
+                .map_or(host.headroom_bytes, |mb| mb.saturating_mul(MIB)),
+        }
+    }
+
+    /// A new runner's expected peak: its policy's typical peak, else its default. Without a
     /// policy (the recheck's question "could any runner start?"), the smallest expectation.
     pub fn expected(&self, policy: Option<PolicyId>) -> u64 {
-        let default = self.config().default_expected_bytes;
+        let default = self.effective(policy).default_expected_bytes;
         let typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
         match policy {
             Some(p) => typical.get(&p).copied().unwrap_or(default),
@@ -242,7 +287,13 @@ impl Admission {
     /// Whether anything here may hold a start back (memory admission or a rule).
     pub fn active(&self) -> bool {
         let config = self.config();
-        config.enabled || config.rules.any()
+        let own_on = self
+            .own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .any(|o| o.memory_admission == Some(true));
+        config.enabled || config.rules.any() || own_on
     }
 
     /// Why new runners wait because of a workstation rule, if one holds them.
@@ -289,8 +340,9 @@ impl Admission {
             self.arm_recheck();
             return 0;
         }
-        if !config.enabled {
-            // Memory admission turned off: a hold it recorded earlier no longer stands.
+        let effective = self.effective(policy);
+        if !effective.enabled {
+            // Memory admission off (for this target): a hold recorded earlier no longer stands.
             *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
             return u32::MAX;
         }
@@ -304,7 +356,7 @@ impl Admission {
         let hold = Hold {
             available_bytes: available,
             reserved_bytes: self.reserved.load(Ordering::SeqCst),
-            headroom_bytes: config.headroom_bytes,
+            headroom_bytes: effective.headroom_bytes,
             expected_bytes: self.expected(policy),
         };
         let n = admissible(
@@ -354,21 +406,18 @@ impl Admission {
         if self.rule_now(&config.rules).await.is_some() {
             return false;
         }
-        if !config.enabled {
+        // The runner held back is the one to fit, by its own numbers (another target's
+        // smaller one would only wake the loops to be held again).
+        let Some(hold) = self.hold() else {
             return true;
-        }
-        // The runner held back is the one to fit (another target's smaller one would only
-        // wake the loops to be held again).
-        let expected = self
-            .hold()
-            .map_or_else(|| self.expected(None), |h| h.expected_bytes);
+        };
         match self.source.available() {
             Ok(available) => {
                 admissible(
                     available,
                     self.reserved.load(Ordering::SeqCst),
-                    config.headroom_bytes,
-                    expected,
+                    hold.headroom_bytes,
+                    hold.expected_bytes,
                 ) > 0
             }
             Err(_) => true,

@@ -44,6 +44,34 @@ fn parse_labels(texts: &[String]) -> Result<Vec<Label>, ApiError> {
         .collect()
 }
 
+/// The most MiB a target's admission numbers may name (1 TiB: catches a unit mistake).
+const MAX_ADMISSION_MB: u64 = 1 << 20;
+
+/// A target's own admission settings from the wire, checked.
+fn own_admission(a: rm_proto::TargetAdmission) -> Result<rm_journal::PolicyAdmission, ApiError> {
+    if let Some(mb) = a.runner_memory_mb {
+        if !(1..=MAX_ADMISSION_MB).contains(&mb) {
+            return Err(bad(format!(
+                "admission.runner_memory_mb {mb} is out of range: give 1..={MAX_ADMISSION_MB} \
+                 MiB, or null to follow the host"
+            )));
+        }
+    }
+    if let Some(mb) = a.memory_headroom_mb {
+        if mb > MAX_ADMISSION_MB {
+            return Err(bad(format!(
+                "admission.memory_headroom_mb {mb} is out of range: give 0..={MAX_ADMISSION_MB} \
+                 MiB, or null to follow the host"
+            )));
+        }
+    }
+    Ok(rm_journal::PolicyAdmission {
+        memory_admission: a.memory_admission,
+        runner_memory_mb: a.runner_memory_mb,
+        memory_headroom_mb: a.memory_headroom_mb,
+    })
+}
+
 fn check_capacity(n: u32, field: &str, min: u32) -> Result<(), ApiError> {
     if n < min || n > MAX_CAPACITY {
         return Err(bad(format!(
@@ -321,6 +349,7 @@ impl Handler for Api {
                 .map_err(|e| bad(format!("{e}: send fewer labels")))?;
             policy.set_labels(set);
         }
+        let own = req.admission.map(own_admission).transpose()?;
         let retry = req.retry == Some(true);
         if retry {
             self.prepare_retry(&target, &mut policy).await?;
@@ -328,9 +357,19 @@ impl Handler for Api {
         let stored = self
             .daemon
             .journal
-            .with(move |j| j.update_policy(&policy))
+            .with(move |j| {
+                let stored = j.update_policy(&policy)?;
+                if let Some(own) = &own {
+                    j.put_policy_admission(stored.id(), own)?;
+                }
+                Ok(stored)
+            })
             .await
             .map_err(journal_error)?;
+        if let Some(own) = own {
+            self.daemon.admission.set_own(stored.id(), own);
+            tracing::info!(uid = peer.uid, gh_target = %target.name, settings = ?own, "target admission settings changed");
+        }
         if retry {
             self.daemon
                 .launch

@@ -336,6 +336,11 @@ async fn serve(
         .flatten()
         .is_some_and(|v| v == "1");
     let admission_config = admission_settings(&mut journal, &options.admission)?;
+    // The targets' own admission settings (a damaged row is logged and the host's apply).
+    let own_admission = journal.policy_admissions().unwrap_or_else(|error| {
+        tracing::warn!(%error, "the targets' own admission settings are unreadable: the host's apply until `repo set --memory-admission …` stores new ones");
+        Vec::new()
+    });
     let journal = JournalAdapter::new(journal);
     let store = open_store(&options)?;
     let client = build_client(&options, Arc::clone(&store))?;
@@ -360,6 +365,9 @@ async fn serve(
             workstation::Sources::system(),
         )),
     }));
+    for (policy, own) in own_admission {
+        daemon.admission.set_own(policy, own);
+    }
     daemon.launch.restore(&journal).await;
     // The host checks at start: `status` names an unfit host before anything is launched.
     let start_checks = tokio::spawn(doctor::run_at_start(Arc::clone(&daemon)));

@@ -68,6 +68,14 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
         active_runners: active,
         problem: daemon.launch.problem(policy),
         typical_peak_rss_bytes: daemon.meters.typical_peak(policy.id()),
+        admission: daemon
+            .admission
+            .own(policy.id())
+            .map(|own| rm_proto::TargetAdmission {
+                memory_admission: own.memory_admission,
+                runner_memory_mb: own.runner_memory_mb,
+                memory_headroom_mb: own.memory_headroom_mb,
+            }),
     }
 }
 
