@@ -264,6 +264,11 @@ async fn a_targets_own_admission_settings_decide_for_its_runners() {
             .admission
     };
     assert_eq!(own("default").unwrap().memory_admission, Some(false));
+    assert_eq!(
+        own("default").unwrap().runner_memory_mb,
+        None,
+        "a profile's change stays with that profile"
+    );
     assert_eq!(own("small").unwrap().runner_memory_mb, Some(64));
     assert_eq!(
         own("small").unwrap().memory_admission,

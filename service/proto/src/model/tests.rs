@@ -61,6 +61,7 @@ fn target(name: &str) -> TargetStatus {
         active_runners: 0,
         problem: None,
         typical_peak_rss_bytes: None,
+        admission: None,
     }
 }
 

@@ -79,6 +79,7 @@ pub fn sample_target(name: &str, revision: u64) -> TargetStatus {
         active_runners: 1,
         problem: None,
         typical_peak_rss_bytes: Some(700 << 20),
+        admission: None,
     }
 }
 
