@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rm_e2e::tray::{Menu, Session, SessionOptions};
 use rm_e2e::{fake_github, routing_label, Daemon};
-use rm_testkit::{EndpointMatch, Fault, FaultRule, JobSpec, JobStatus};
+use rm_testkit::{Conclusion, EndpointMatch, Fault, FaultRule, JobSpec, JobStatus};
 
 /// Draws a menu like a panel's popup (ImageMagick's `label:`).
 fn draw_menu(menu: &Menu, title: &str, dark: bool, out: &Path) {
@@ -138,9 +138,18 @@ async fn main() {
                 JobSpec::new("build", &["self-hosted", &label]).duration(Duration::from_secs(40)),
                 JobSpec::new("test (linux)", &["self-hosted", &label])
                     .duration(Duration::from_secs(40)),
+                // The host's 2 slots are taken: this one waits (the dashboard says why).
+                JobSpec::new("docs", &["self-hosted", &label]).duration(Duration::from_secs(2)),
             ],
         )
         .unwrap();
+        // A job for the monitor-only organization: watched, never started.
+        let watched = gh
+            .queue_run(
+                "acme/api",
+                vec![JobSpec::new("deploy", &["self-hosted", &label])],
+            )
+            .unwrap();
         let m = s
             .until_menu("busy", |m| m.header() == "Running 2 jobs")
             .await;
@@ -158,6 +167,9 @@ async fn main() {
             Some("runner-manager"),
         )
         .await;
+        for job in gh.jobs().iter().filter(|j| j.run_id == watched) {
+            gh.finish_job(job.id, Conclusion::Cancelled).unwrap();
+        }
         until("the jobs done", || {
             gh.jobs().iter().all(|j| j.status == JobStatus::Completed)
         })

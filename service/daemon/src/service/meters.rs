@@ -141,7 +141,9 @@ impl Meters {
         let entries = self.entries();
         let e = entries.get(attempt)?;
         let s = e.meter.summary();
-        (s.samples > 0).then_some(RunnerUsage {
+        // A tree seen only before its first page was mapped (a process mid-exec) says nothing
+        // yet: shown as not sampled rather than as 0 MiB.
+        (s.samples > 0 && s.peak_rss_bytes > 0).then_some(RunnerUsage {
             rss_bytes: e.rss_now,
             peak_rss_bytes: s.peak_rss_bytes,
             cpu_ms: u64::try_from(s.cpu.as_millis()).unwrap_or(u64::MAX),
