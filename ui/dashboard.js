@@ -320,6 +320,8 @@ function render() {
   renderFailures(m);
   renderGitHub(m);
   renderUpdate(m);
+  // The option as the tray has it (the window was started with it), unless being changed.
+  if (document.activeElement !== $("#opt-finished")) $("#opt-finished").checked = !!m.notify_finished_jobs;
   if (focusAnchor) {
     const target = document.getElementById(focusAnchor === "add" ? "add-target" : focusAnchor);
     if (target) { target.scrollIntoView({ block: "center" }); if (target.tabIndex >= -1) target.focus(); focusAnchor = null; }

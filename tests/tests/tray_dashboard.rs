@@ -34,7 +34,13 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
     let driver = Driver::launch(
         &s,
         &bin("runner-manager-window"),
-        &["--socket", &socket, "--show", "dashboard"],
+        &[
+            "--socket",
+            &socket,
+            "--show",
+            "dashboard",
+            "--notify-finished-jobs",
+        ],
         &s.home.path().join("tray.log"),
     )
     .await;
@@ -74,6 +80,13 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
     assert!(
         words.contains("installs new releases by itself") && words.contains("not from a package"),
         "{words}"
+    );
+    // The tray notifies finished jobs (it started the window saying so): the option shows it.
+    assert_eq!(
+        driver
+            .exec("return document.querySelector('#opt-finished').checked")
+            .await,
+        serde_json::Value::Bool(true)
     );
     let host = client.status().await.unwrap().host;
     assert_eq!(driver.text("#routing-label").await, host.routing_label);

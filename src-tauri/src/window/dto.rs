@@ -46,6 +46,8 @@ pub struct ModelDto {
     /// This tray's version, and the About line (with the service's version when it differs).
     pub tray_version: &'static str,
     pub about: String,
+    /// The tray notifies finished jobs (the dashboard's option shows it).
+    pub notify_finished_jobs: bool,
 }
 
 pub fn model(shared: &Shared) -> ModelDto {
@@ -85,5 +87,6 @@ pub fn model(shared: &Shared) -> ModelDto {
         socket: shared.socket().map(|s| s.display().to_string()),
         tray_version: rm_tray::TRAY_VERSION,
         about: m.about(rm_tray::TRAY_VERSION),
+        notify_finished_jobs: m.options.notify_finished_jobs,
     }
 }
