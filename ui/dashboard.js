@@ -199,8 +199,10 @@ function renderWhy() {
   else {
     if (covered) parts.push(el("p", { class: "muted" }, `${covered} more queued job(s) have a runner of this machine.`));
     const items = waiting.slice(0, WHY_SHOWN).map(({ t, j }) => el("li", { class: "panel" },
-      el("div", {}, el("strong", {}, j.profile && j.profile !== "default" ? `${t.target} (${j.profile})` : t.target),
-        el("span", { class: "muted" }, ` · job ${j.job_id} · runs-on ${j.runs_on.length ? `[${j.runs_on.join(", ")}]` : "(no labels)"}`)),
+      el("div", {}, el("strong", {}, j.repository || t.target),
+        " · ",
+        j.url ? el("a", { href: "#", onclick: (e) => { e.preventDefault(); invoke("open_url", { url: j.url }); } }, j.name || `job ${j.job_id}`) : (j.name || `job ${j.job_id}`),
+        el("span", { class: "muted" }, `${j.queued_at ? ` · queued ${clock(j.queued_at)}` : ""} · runs-on ${j.runs_on.length ? `[${j.runs_on.join(", ")}]` : "(no labels)"}${j.profile && j.profile !== "default" ? ` · profile ${j.profile}` : ""}`)),
       el("p", {}, j.reason.message),
       j.reason.fix ? el("p", { class: "muted" }, j.reason.fix) : null));
     parts.push(el("ul", { class: "plain stack", "aria-label": "queued jobs without a runner" }, items));

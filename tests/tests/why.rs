@@ -274,7 +274,26 @@ async fn each_waiting_job_says_why_labels_state_capacity_pause_memory_and_batter
         text.contains("octo/hello: 7 queued job(s), 7 without a runner"),
         "{text}"
     );
-    assert!(text.contains(&format!("job {j7} ")), "{text}");
+    assert!(
+        text.contains(&format!("octo/hello · gpu (job {j7})")),
+        "{text}"
+    );
+    // Each job names its repository, its name and its page on GitHub.
+    let report = client.why().await.unwrap();
+    let gpu = report.targets[0]
+        .jobs
+        .iter()
+        .find(|j| j.job_id == j7)
+        .unwrap();
+    assert_eq!(
+        (gpu.repository.as_str(), gpu.name.as_str()),
+        ("octo/hello", "gpu")
+    );
+    assert_eq!(
+        gpu.url.as_deref(),
+        Some(format!("{}/octo/hello/actions/runs/{waiting}/job/{j7}", gh.origin()).as_str())
+    );
+    assert!(gpu.queued_at.is_some(), "{gpu:?}");
     assert!(text.contains("fix: "), "{text}");
     // A target this host does not serve is an error naming the fix.
     let out = d.run(&["why", "octo/other"]).await;

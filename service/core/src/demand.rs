@@ -24,6 +24,12 @@ pub enum RunsOn {
 pub struct JobDemand {
     pub job_id: u64,
     pub run_id: u64,
+    /// `owner/repo` the job belongs to (an organization's jobs come from many).
+    pub repository: String,
+    /// The job's name in its workflow.
+    pub name: String,
+    /// When GitHub queued it (ms since the epoch), if it said.
+    pub queued_at_ms: Option<i64>,
     pub labels: RunsOn,
 }
 
@@ -120,6 +126,9 @@ mod tests {
         JobDemand {
             job_id: id,
             run_id: 100,
+            repository: String::new(),
+            name: String::new(),
+            queued_at_ms: None,
             labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
         }
     }
@@ -182,6 +191,9 @@ mod tests {
             JobDemand {
                 job_id: 2,
                 run_id: 7,
+                repository: String::new(),
+                name: String::new(),
+                queued_at_ms: None,
                 labels: RunsOn::Unresolvable("${{ matrix.os }}".into()),
             },
             job(3, &[]),

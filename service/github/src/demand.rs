@@ -283,6 +283,9 @@ impl QueuedJob {
         rm_core::JobDemand {
             job_id: self.job_id,
             run_id: self.run_id,
+            repository: format!("{}/{}", self.owner, self.repo),
+            name: self.name.clone(),
+            queued_at_ms: self.created_at.map(|t| t.timestamp_millis()),
             labels,
         }
     }

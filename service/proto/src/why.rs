@@ -38,6 +38,18 @@ pub struct TargetWhy {
 pub struct JobWhy {
     pub job_id: u64,
     pub run_id: u64,
+    /// `owner/repo` (an organization's jobs come from many; empty when unknown).
+    #[serde(default)]
+    pub repository: String,
+    /// The job's name in its workflow.
+    #[serde(default)]
+    pub name: String,
+    /// The job's page on GitHub.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// When GitHub queued it.
+    #[serde(default)]
+    pub queued_at: Option<UnixMillis>,
     /// The labels its `runs-on` asks for (empty when it could not be read as labels).
     #[serde(default)]
     pub runs_on: Vec<String>,

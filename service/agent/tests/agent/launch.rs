@@ -453,6 +453,9 @@ async fn demand_counts_matching_jobs_reports_unresolvable_ones_and_passes_the_fl
         let job = |id, labels: RunsOn| JobDemand {
             job_id: id,
             run_id: 1,
+            repository: String::new(),
+            name: String::new(),
+            queued_at_ms: None,
             labels,
         };
         st.jobs = vec![
@@ -598,6 +601,9 @@ async fn a_job_asking_for_self_hosted_and_the_routing_label_launches() {
         let job = |id, labels: &[&str]| JobDemand {
             job_id: id,
             run_id: 1,
+            repository: String::new(),
+            name: String::new(),
+            queued_at_ms: None,
             labels: RunsOn::Labels(labels.iter().map(|l| l.to_string()).collect()),
         };
         st.jobs = vec![

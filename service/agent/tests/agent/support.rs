@@ -286,6 +286,9 @@ impl FakeGitHub {
             .map(|i| JobDemand {
                 job_id: 1000 + i,
                 run_id: 1,
+                repository: String::new(),
+                name: String::new(),
+                queued_at_ms: None,
                 labels: RunsOn::Labels(vec![LABEL.to_owned()]),
             })
             .collect();

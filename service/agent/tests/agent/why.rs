@@ -16,6 +16,9 @@ fn add_job(h: &Harness, id: u64, labels: &[&str]) {
     h.github.state.lock().unwrap().jobs.push(JobDemand {
         job_id: id,
         run_id: 1,
+        repository: String::new(),
+        name: String::new(),
+        queued_at_ms: None,
         labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
     });
 }

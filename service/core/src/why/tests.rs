@@ -9,6 +9,9 @@ fn job(id: u64, labels: &[&str]) -> JobDemand {
     JobDemand {
         job_id: id,
         run_id: 1,
+        repository: String::new(),
+        name: String::new(),
+        queued_at_ms: None,
         labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
     }
 }
@@ -147,6 +150,9 @@ fn unresolvable_runs_on_is_reported_as_such() {
     v.jobs.push(JobDemand {
         job_id: 2,
         run_id: 1,
+        repository: String::new(),
+        name: String::new(),
+        queued_at_ms: None,
         labels: RunsOn::Unresolvable("${{ matrix.os }}".into()),
     });
     let why = explain(&v);

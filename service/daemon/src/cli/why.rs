@@ -95,10 +95,16 @@ fn render_target(out: &mut String, t: &TargetWhy) {
             Some(p) if p != "default" => format!(" profile={p}"),
             _ => String::new(),
         };
-        out.push_str(&format!(
-            "  job {} (run {}) {runs_on}{profile}\n",
-            j.job_id, j.run_id
-        ));
+        let what = match (j.name.is_empty(), j.repository.is_empty()) {
+            (false, false) => format!("{} · {} (job {})", j.repository, j.name, j.job_id),
+            (false, true) => format!("{} (job {})", j.name, j.job_id),
+            _ => format!("job {} (run {})", j.job_id, j.run_id),
+        };
+        let waited = match j.queued_at {
+            Some(at) => format!(", queued {}", clock(at)),
+            None => String::new(),
+        };
+        out.push_str(&format!("  {what}{waited} {runs_on}{profile}\n"));
         let mark = if j.reason.covered { "ok" } else { "waits" };
         out.push_str(&format!("    {mark}: {}\n", j.reason.message));
         if let Some(fix) = &j.reason.fix {

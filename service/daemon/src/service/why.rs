@@ -82,6 +82,18 @@ fn target_why(
             JobWhy {
                 job_id: w.job.job_id,
                 run_id: w.job.run_id,
+                url: (!w.job.repository.is_empty()).then(|| {
+                    format!(
+                        "{}/{}/actions/runs/{}/job/{}",
+                        daemon.client.config().endpoints.web(),
+                        w.job.repository,
+                        w.job.run_id,
+                        w.job.job_id
+                    )
+                }),
+                repository: w.job.repository.clone(),
+                name: w.job.name.clone(),
+                queued_at: w.job.queued_at_ms.map(UnixMillis),
                 runs_on: runs_on(&w.job),
                 reason: words(daemon, target, profile.as_deref(), policies, &w.reason, now),
                 profile,
