@@ -682,3 +682,22 @@ impl Api {
         Ok(PauseState { paused })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runner_environment_goes_to_readers_without_its_values() {
+        let vars = [("HTTPS_PROXY".to_owned(), "http://u:pw@p".to_owned())].into();
+        let reader = host_env_answer(&vars, false);
+        assert!(!reader.values_shown);
+        assert_eq!(reader.variables[0].name, "HTTPS_PROXY");
+        assert_eq!(reader.variables[0].value, None);
+        let operator = host_env_answer(&vars, true);
+        assert_eq!(
+            operator.variables[0].value.as_deref(),
+            Some("http://u:pw@p")
+        );
+    }
+}
