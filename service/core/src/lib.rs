@@ -17,6 +17,7 @@ pub mod labels;
 pub mod launch_backoff;
 pub mod policy;
 pub mod recovery;
+pub mod runner_env;
 pub mod target;
 pub mod time;
 pub mod why;

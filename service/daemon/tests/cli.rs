@@ -465,3 +465,151 @@ fn service_install_without_systemd_says_how_to_run_instead() {
     assert_eq!(code(&o), i32::from(ExitCode::Unsupported.code()));
     assert!(stdout(&o).contains("not installed"), "{}", stdout(&o));
 }
+
+/// `host env show --json`'s variables as (name, value) pairs.
+fn env_vars(d: &Path) -> Vec<(String, String)> {
+    let env = json(d, &["host", "env", "show", "--json"]);
+    assert_eq!(
+        env["values_shown"], true,
+        "offline: the journal's reader sees values"
+    );
+    env["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_owned(),
+                v["value"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn runner_env_is_set_shown_and_unset_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = rm(d, &["host", "env", "show"]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(stdout(&o), "", "nothing set: no lines");
+    assert!(
+        stderr(&o).contains("host env set NAME=VALUE"),
+        "{}",
+        stderr(&o)
+    );
+
+    let out = ok(
+        d,
+        &[
+            "host",
+            "env",
+            "set",
+            "HTTPS_PROXY=http://user:pw@proxy:3128",
+            "NO_PROXY=localhost,127.0.0.1",
+            "PATH=/opt/tools/bin:/usr/local/bin:/usr/bin:/bin",
+            "EQUALS=a=b",
+        ],
+    );
+    assert!(
+        out.contains("set EQUALS, HTTPS_PROXY, NO_PROXY, PATH"),
+        "{out}"
+    );
+    assert!(
+        out.contains("when it starts") || out.contains("after it starts"),
+        "{out}"
+    );
+    assert!(!out.contains("pw@proxy"), "set does not echo values: {out}");
+    assert_eq!(
+        ok(d, &["host", "env", "show"]),
+        "EQUALS=a=b\nHTTPS_PROXY=http://user:pw@proxy:3128\nNO_PROXY=localhost,127.0.0.1\n\
+         PATH=/opt/tools/bin:/usr/local/bin:/usr/bin:/bin\n"
+    );
+    let show = ok(d, &["host", "show"]);
+    assert!(
+        show.contains("4 variable(s) given to every runner: EQUALS, HTTPS_PROXY, NO_PROXY, PATH"),
+        "{show}"
+    );
+    assert!(!show.contains("pw@proxy"), "{show}");
+    assert_eq!(
+        json(d, &["host", "show", "--json"])["runner_env"],
+        serde_json::json!(["EQUALS", "HTTPS_PROXY", "NO_PROXY", "PATH"])
+    );
+
+    let out = ok(d, &["host", "env", "unset", "NO_PROXY", "EQUALS"]);
+    assert!(out.contains("unset NO_PROXY, EQUALS"), "{out}");
+    ok(d, &["host", "env", "set", "HTTPS_PROXY=http://other:8080"]);
+    assert_eq!(
+        env_vars(d),
+        vec![
+            ("HTTPS_PROXY".to_owned(), "http://other:8080".to_owned()),
+            (
+                "PATH".to_owned(),
+                "/opt/tools/bin:/usr/local/bin:/usr/bin:/bin".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn bad_runner_env_is_refused_with_the_reason_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(d, &["host", "env", "set", "HTTP_PROXY=http://proxy:3128"]);
+    let before = env_vars(d);
+    let secret = "s3cr3t-value-xyz";
+    let too_long = format!("BIG={secret}{}", "x".repeat(4096));
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![format!("NPM_TOKEN={secret}")],
+            "secrets belong in GitHub's secrets (Settings → Secrets and variables → Actions)",
+        ),
+        (vec![format!("my_api_key={secret}")], "GitHub's secrets"),
+        (vec![format!("DB_PASSWORD={secret}")], "GitHub's secrets"),
+        (
+            vec![format!("AWS_ACCESS_KEY_ID={secret}")],
+            "GitHub's secrets",
+        ),
+        (
+            vec![format!("ACTIONS_RUNNER_INPUT_JITCONFIG={secret}")],
+            "one-job credential",
+        ),
+        (vec![format!("RUNNER_TOOL_CACHE={secret}")], "tool cache"),
+        (vec![format!("HOME={secret}")], "its own inside its runtime"),
+        (
+            vec![format!("TMPDIR={secret}")],
+            "its own inside its runtime",
+        ),
+        (vec![format!("GITHUB_REF={secret}")], "GitHub's context"),
+        (vec![format!("1ABC={secret}")], "letters, digits and '_'"),
+        (vec![format!("A-B={secret}")], "letters, digits and '_'"),
+        (vec![format!("={secret}")], "letters, digits and '_'"),
+        (vec![too_long], "at most 4096"),
+        // A bare word may be a pasted token: refused by position, not echoed.
+        (vec![secret.to_owned()], "argument 1 has no '='"),
+        // One bad variable refuses the whole command (the good one is not stored either).
+        (
+            vec!["GOOD=1".to_owned(), format!("X_SECRET={secret}")],
+            "GitHub's secrets",
+        ),
+        (
+            vec!["TWICE=1".to_owned(), "TWICE=2".to_owned()],
+            "given twice",
+        ),
+    ];
+    for (args, said) in cases {
+        let mut argv = vec!["host", "env", "set"];
+        argv.extend(args.iter().map(String::as_str));
+        let err = fails(d, &argv, ExitCode::Usage);
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(err.contains("nothing was changed"), "{args:?}: {err}");
+        assert!(!err.contains(secret), "a value leaked: {err}");
+        assert_eq!(env_vars(d), before, "{args:?} changed something");
+    }
+    let err = fails(d, &["host", "env", "unset", "not a name"], ExitCode::Usage);
+    assert!(err.contains("letters, digits"), "{err}");
+    // clap refuses a command without variables before anything is opened.
+    fails(d, &["host", "env", "set"], ExitCode::Usage);
+    fails(d, &["host", "env", "unset"], ExitCode::Usage);
+    assert_eq!(env_vars(d), before);
+}

@@ -1,5 +1,5 @@
 //! The runner-manager journal: an SQLite file that records this host and its
-//! admission settings, its policies, every runner attempt and what recent
+//! admission settings and runner environment, its policies, every runner attempt and what recent
 //! attempts used, and is the single source of truth across crashes. See
 //! README.md for the schema, durability and refusal rules.
 //!
@@ -16,6 +16,7 @@ mod meta;
 mod open;
 mod policies;
 mod policy_admission;
+mod runner_env;
 mod schema;
 mod settings;
 mod usage;

@@ -142,7 +142,18 @@ CREATE TABLE policy_admission (
 ) STRICT;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+/// Version 6: the host's runner environment (`runner-manager host env set`), given to every
+/// runner started after a change. One row per variable; the rules (no secret-like or
+/// runner-owned names, sizes) are `rm_core::runner_env`'s, checked before a write.
+const V6: &str = r#"
+CREATE TABLE runner_env (
+    name          TEXT PRIMARY KEY NOT NULL,
+    value         TEXT NOT NULL,
+    updated_at_ms INTEGER NOT NULL
+) STRICT;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

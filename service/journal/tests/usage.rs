@@ -203,12 +203,12 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
     let fresh_schema = schema_sql(&path);
 
     // Version 3 only adds the usage table (and its index), version 4 the host settings and
-    // version 5 the targets' admission settings,
+    // version 5 the targets' admission settings, version 6 the runner environment,
     // so taking them away and stamping version 2 gives exactly the file version 2 wrote.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TABLE attempt_usage; DROP TABLE host_settings; DROP TABLE policy_admission;
-         PRAGMA user_version = 2;",
+         DROP TABLE runner_env; PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);
@@ -217,7 +217,7 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
         .all(|s| !s.contains("attempt_usage")));
 
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(SCHEMA_VERSION, 6);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     for attempt in &attempts {
         assert_eq!(

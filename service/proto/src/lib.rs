@@ -38,8 +38,8 @@ pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use paths::{Route, TargetRef, TargetRefError};
 pub use pipe::pipe_name;
 pub use requests::{
-    CredentialPut, HostAdmissionChange, HostCapacity, PauseState, TargetAdd, TargetList,
-    TargetUpdate,
+    CredentialPut, EnvVar, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange, PauseState,
+    TargetAdd, TargetList, TargetUpdate,
 };
 pub use secret::SecretString;
 pub use sid::{Sid, SidError};

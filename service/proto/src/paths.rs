@@ -22,6 +22,8 @@ pub const TARGET_PREFIX: &str = "/v1/targets/";
 pub const HOST_CAPACITY: &str = "/v1/host/capacity";
 /// The host's memory admission and workstation rules, changed at run time.
 pub const HOST_ADMISSION: &str = "/v1/host/admission";
+/// The host's runner environment (variables given to every runner).
+pub const HOST_ENV: &str = "/v1/host/env";
 /// The host checks, run now (`runner-manager host doctor`).
 pub const HOST_DOCTOR: &str = "/v1/host/doctor";
 /// Why queued jobs have no runner (see [`crate::why`]).
@@ -177,6 +179,8 @@ pub enum Route {
     RemoveTarget(TargetRef),
     SetHostCapacity,
     SetHostAdmission,
+    HostEnv,
+    ChangeHostEnv,
     HostDoctor,
     Why,
     Pause,
@@ -202,6 +206,7 @@ impl Route {
             TARGETS => &["GET", "POST"],
             HOST_CAPACITY => &["PUT"],
             HOST_ADMISSION => &["PATCH"],
+            HOST_ENV => &["GET", "PATCH"],
             HOST_DOCTOR => &["GET"],
             WHY => &["GET"],
             PAUSE | RESUME => &["POST"],
@@ -230,6 +235,8 @@ impl Route {
             (TARGETS, "POST") => Route::AddTarget,
             (HOST_CAPACITY, "PUT") => Route::SetHostCapacity,
             (HOST_ADMISSION, "PATCH") => Route::SetHostAdmission,
+            (HOST_ENV, "GET") => Route::HostEnv,
+            (HOST_ENV, "PATCH") => Route::ChangeHostEnv,
             (HOST_DOCTOR, "GET") => Route::HostDoctor,
             (WHY, "GET") => Route::Why,
             (PAUSE, "POST") => Route::Pause,
@@ -254,6 +261,8 @@ impl Route {
                 | Route::Targets
                 | Route::UpdateStatus
                 | Route::Why
+                // Values are answered to operators only (the handler withholds them).
+                | Route::HostEnv
         )
     }
 
@@ -266,6 +275,7 @@ impl Route {
                 | Route::UpdateTarget(_)
                 | Route::SetHostCapacity
                 | Route::SetHostAdmission
+                | Route::ChangeHostEnv
                 | Route::Pause
                 | Route::Resume
                 | Route::StartSignIn
@@ -399,6 +409,14 @@ mod tests {
             Route::SetHostAdmission
         );
         assert!(!Route::SetHostAdmission.is_read_only() && Route::SetHostAdmission.takes_body());
+        // The runner environment: read by readers (names only), changed by operators.
+        assert_eq!(Route::resolve("GET", HOST_ENV).unwrap(), Route::HostEnv);
+        assert_eq!(
+            Route::resolve("PATCH", HOST_ENV).unwrap(),
+            Route::ChangeHostEnv
+        );
+        assert!(Route::HostEnv.is_read_only() && !Route::HostEnv.takes_body());
+        assert!(!Route::ChangeHostEnv.is_read_only() && Route::ChangeHostEnv.takes_body());
         assert_eq!(
             Route::resolve("PUT", HOST_ADMISSION).unwrap_err().code,
             ErrorCode::MethodNotAllowed

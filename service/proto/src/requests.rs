@@ -6,6 +6,8 @@ use crate::secret::SecretString;
 use crate::status::{LoadAverage, TargetStatus};
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
 
 /// `POST /v1/credential`: hand the service a GitHub App user credential from the device flow.
 /// The service stores its own copy and renews it from then on.
@@ -134,6 +136,72 @@ impl HostAdmissionChange {
     }
 }
 
+/// `PATCH /v1/host/env`: change the host's runner environment (operators only): set these
+/// variables, remove those. Checked whole before anything is stored (`rm_core::runner_env`'s
+/// rules); a refused change changes nothing. Applied to runners started after it. Its `Debug`
+/// shows names only: values may hold a proxy password.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostEnvChange {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+}
+
+impl HostEnvChange {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.unset.is_empty()
+    }
+}
+
+impl fmt::Debug for HostEnvChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostEnvChange")
+            .field("set", &self.set.keys().collect::<Vec<_>>())
+            .field("unset", &self.unset)
+            .finish()
+    }
+}
+
+/// `GET /v1/host/env` (and the answer to `PATCH`): the host's runner environment, by name.
+/// Values go to operators only (`values_shown`); other readers get the names.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HostEnv {
+    pub variables: Vec<EnvVar>,
+    /// `false`: the caller is not an operator and every `value` was withheld.
+    pub values_shown: bool,
+}
+
+/// One variable of the runner environment.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    /// Absent when withheld from a reader who is not an operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl fmt::Debug for HostEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostEnv")
+            .field("variables", &self.variables)
+            .field("values_shown", &self.values_shown)
+            .finish()
+    }
+}
+
+impl fmt::Debug for EnvVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.value.as_ref().map(|_| "[withheld from Debug]");
+        f.debug_struct("EnvVar")
+            .field("name", &self.name)
+            .field("value", &value)
+            .finish()
+    }
+}
+
 /// A field that is present: `null` is `Some(None)`, absent stays `None` (through `default`).
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
@@ -202,6 +270,40 @@ mod tests {
         assert!(HostAdmissionChange::default().is_empty() && !c.is_empty());
         let e = serde_json::from_str::<HostAdmissionChange>(r#"{"idle":true}"#).unwrap_err();
         assert!(e.to_string().contains("idle"), "{e}");
+    }
+
+    #[test]
+    fn an_env_change_shows_no_value_in_debug_and_refuses_unknown_fields() {
+        let c: HostEnvChange =
+            serde_json::from_str(r#"{"set":{"HTTPS_PROXY":"http://u:pw@p:3128"},"unset":["A"]}"#)
+                .unwrap();
+        assert_eq!(c.set["HTTPS_PROXY"], "http://u:pw@p:3128");
+        let debug = format!("{c:?}");
+        assert!(
+            debug.contains("HTTPS_PROXY") && !debug.contains("pw@"),
+            "{debug}"
+        );
+        assert!(HostEnvChange::default().is_empty() && !c.is_empty());
+        assert!(serde_json::from_str::<HostEnvChange>(r#"{"sett":{}}"#).is_err());
+        let env = HostEnv {
+            variables: vec![EnvVar {
+                name: "HTTPS_PROXY".into(),
+                value: Some("http://u:pw@p:3128".into()),
+            }],
+            values_shown: true,
+        };
+        assert!(!format!("{env:?}").contains("pw@"));
+        let names_only = HostEnv {
+            variables: vec![EnvVar {
+                name: "A".into(),
+                value: None,
+            }],
+            values_shown: false,
+        };
+        assert_eq!(
+            serde_json::to_string(&names_only).unwrap(),
+            r#"{"variables":[{"name":"A"}],"values_shown":false}"#
+        );
     }
 
     #[test]

@@ -176,6 +176,10 @@ pub struct HostStatus {
     /// service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<HostAdmission>,
+    /// The names of the host's runner environment variables (`GET /v1/host/env` has the
+    /// values, for operators); empty from an older service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runner_env: Vec<String>,
 }
 
 /// The host's memory admission and workstation rules (`runner-manager host set-admission`,

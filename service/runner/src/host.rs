@@ -12,6 +12,7 @@ use crate::process::{
     ProcessError, ProcessHost, ProcessIdentity, ProcessState, SpawnRequest, SpawnedRunner,
     StopOutcome,
 };
+use crate::runner_env::RunnerEnv;
 use crate::runtime::{RunnerRoot, Runtime, RuntimeError, RuntimeName};
 use crate::scrub::{scrub, ScrubError, ScrubReport};
 use crate::secret::JitConfig;
@@ -29,6 +30,9 @@ pub struct RunnerHostConfig {
     pub max_concurrent_prepares: usize,
     pub copy: CopyMethod,
     pub copy_threads: usize,
+    /// The host's runner environment, given to each runner at its spawn (shared: whoever
+    /// holds a clone changes it for every later runner).
+    pub env: RunnerEnv,
 }
 
 impl RunnerHostConfig {
@@ -42,6 +46,7 @@ impl RunnerHostConfig {
             max_concurrent_prepares: 2,
             copy: CopyMethod::Auto,
             copy_threads: crate::materialize::default_threads(),
+            env: RunnerEnv::default(),
         }
     }
 }
@@ -191,7 +196,7 @@ impl<S: PackageSource> RunnerHost<S> {
             runtime: &runtime.path,
             jit_config,
             owner: runtime.owner,
-            extra_env: Vec::new(),
+            extra_env: self.config.env.get().to_vec(),
         })?)
     }
 

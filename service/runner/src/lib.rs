@@ -13,6 +13,7 @@
 //! - [`evidence`]: what the runner's own diagnostics say happened.
 //! - [`scrub`]: remove a runtime without following links out of it, with a retry schedule.
 //! - [`doctor`]: the host fitness checks (`runner-manager host doctor`).
+//! - [`runner_env`]: the host's runner environment, read at each spawn.
 //! - [`host`]: all of the above behind one handle, in the order a launch uses them.
 
 pub mod account;
@@ -24,6 +25,7 @@ pub mod meter;
 pub mod package;
 pub mod platform;
 pub mod process;
+pub mod runner_env;
 pub mod runtime;
 pub mod scrub;
 pub mod secret;
@@ -50,6 +52,7 @@ pub use process::{
     ExitInfo, ProcessError, ProcessHost, ProcessIdentity, ProcessState, SpawnRequest,
     SpawnedRunner, StopOutcome,
 };
+pub use runner_env::RunnerEnv;
 pub use runtime::{Ownership, RunnerRoot, Runtime, RuntimeError, RuntimeName};
 pub use scrub::{scrub, RetryDecision, ScrubError, ScrubReport, ScrubRetry};
 pub use secret::JitConfig;

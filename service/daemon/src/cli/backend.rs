@@ -4,6 +4,7 @@
 //! local API lands, a client implementation replaces it and the commands stay as they are:
 //! the trait's types are plain views, independent of both the journal and the wire format.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rm_core::{
@@ -83,6 +84,9 @@ pub struct HostView {
     pub runner_root: PathBuf,
     /// Memory admission and the workstation rules as stored (the defaults before any were).
     pub admission: rm_proto::HostAdmission,
+    /// The names of the runner environment's variables (`host env show` has the values).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runner_env: Vec<String>,
 }
 
 /// `status`.
@@ -166,6 +170,37 @@ impl JournalBackend {
             .put_host_settings(&next.to_stored())
             .map_err(journal_failure)?;
         Ok(next.to_wire())
+    }
+
+    /// The runner environment as stored (values included: whoever may open the journal may
+    /// read them).
+    pub fn runner_env(&mut self) -> Result<BTreeMap<String, String>, Failure> {
+        self.journal.runner_env().map_err(|e| {
+            Failure::internal(format!(
+                "{e}: remove the damaged variable with `runner-manager --offline host env unset \
+                 NAME`"
+            ))
+        })
+    }
+
+    /// The names for `host show`; a damaged row shows none there (`host env show` names it).
+    fn runner_env_names(&mut self) -> Vec<String> {
+        self.journal
+            .runner_env()
+            .map(|vars| vars.into_keys().collect())
+            .unwrap_or_default()
+    }
+
+    /// Sets and unsets runner environment variables as stored, checked whole first (a refused
+    /// change stores nothing). The service gives them to runners after it starts.
+    pub fn change_runner_env(
+        &mut self,
+        set: &BTreeMap<String, String>,
+        unset: &[String],
+    ) -> Result<BTreeMap<String, String>, Failure> {
+        self.journal
+            .change_runner_env(set, unset)
+            .map_err(journal_failure)
     }
 
     /// The host row, created on first use from the machine's name, OS, architecture and CPUs.
@@ -310,7 +345,12 @@ fn view(policy: &Policy, host: &Host, active: u32) -> TargetView {
     }
 }
 
-fn host_view(host: &Host, root: &Path, admission: &AdmissionConfig) -> HostView {
+fn host_view(
+    host: &Host,
+    root: &Path,
+    admission: &AdmissionConfig,
+    runner_env: Vec<String>,
+) -> HostView {
     HostView {
         id: host.id.to_string(),
         label: host.label.to_string(),
@@ -319,6 +359,7 @@ fn host_view(host: &Host, root: &Path, admission: &AdmissionConfig) -> HostView 
         capacity: host.capacity,
         runner_root: root.to_path_buf(),
         admission: admission.to_wire(),
+        runner_env,
     }
 }
 
@@ -453,7 +494,7 @@ impl Backend for JournalBackend {
     fn host(&mut self) -> Result<HostView, Failure> {
         let (host, root) = self.ensure_host()?;
         let admission = self.admission()?;
-        Ok(host_view(&host, &root, &admission))
+        Ok(host_view(&host, &root, &admission, self.runner_env_names()))
     }
 
     fn set_host_capacity(&mut self, capacity: u32) -> Result<HostView, Failure> {
@@ -468,7 +509,7 @@ impl Backend for JournalBackend {
             .put_host(&host, stored_root.as_deref())
             .map_err(journal_failure)?;
         let admission = self.admission()?;
-        Ok(host_view(&host, &root, &admission))
+        Ok(host_view(&host, &root, &admission, self.runner_env_names()))
     }
 
     fn status(&mut self) -> Result<StatusView, Failure> {

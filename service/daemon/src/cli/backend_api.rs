@@ -150,6 +150,21 @@ impl ApiBackend {
             .map_err(client_failure)
     }
 
+    /// The runner environment (values only when this user is an operator).
+    pub fn host_env(&self) -> Result<rm_proto::HostEnv, Failure> {
+        self.block_on(self.client.host_env())
+            .map_err(client_failure)
+    }
+
+    /// Changes the runner environment in the running service (for runners started after it).
+    pub fn change_host_env(
+        &self,
+        change: &rm_proto::HostEnvChange,
+    ) -> Result<rm_proto::HostEnv, Failure> {
+        self.block_on(self.client.change_host_env(change))
+            .map_err(client_failure)
+    }
+
     /// Runs the host checks in the service, now.
     pub fn host_doctor(&self) -> Result<DoctorReport, Failure> {
         self.block_on(self.client.host_doctor())

@@ -341,6 +341,31 @@ pub enum HostCommand {
         #[arg(long, value_enum, value_name = "on|off")]
         idle_only: Option<daemon::OnOff>,
     },
+    /// The runner environment: variables given to every runner of this host (proxy
+    /// settings, PATH additions). Applied to runners started after a change (no restart).
+    /// Secrets belong in GitHub's secrets, not here.
+    #[command(subcommand)]
+    Env(EnvCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// Set variables. A `PATH` value replaces the runners' PATH: include the system
+    /// directories (e.g. `PATH=/opt/tool/bin:/usr/local/bin:/usr/bin:/bin`).
+    Set {
+        #[arg(value_name = "NAME=VALUE", required = true)]
+        vars: Vec<String>,
+    },
+    /// Remove variables.
+    Unset {
+        #[arg(value_name = "NAME", required = true)]
+        names: Vec<String>,
+    },
+    /// Print the variables as NAME=VALUE lines (values only for the service's operators).
+    Show {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -498,6 +523,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             );
             set_admission(&data_dir, &socket, offline, &change, "set-rules")
         }
+        Command::Host(HostCommand::Env(cmd)) => env_command(&data_dir, &socket, offline, cmd),
         Command::Status { watch: true, .. } if offline => Err(Failure::usage(
             "`status --watch` follows the running service: drop `--offline`",
         )),
@@ -562,6 +588,107 @@ fn set_admission(
     output::print_admission(&now);
     if offline {
         println!("stored: the service applies it when it starts");
+    }
+    Ok(())
+}
+
+/// `NAME=VALUE` arguments, checked by the rules the service applies (so a refusal comes
+/// before anything is sent). Errors name the argument's position or its name, never a value.
+fn parse_env_args(args: &[String]) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    let mut set = std::collections::BTreeMap::new();
+    for (i, arg) in args.iter().enumerate() {
+        let Some((name, value)) = arg.split_once('=') else {
+            // Not echoed: a pasted token would land in the terminal's scrollback and logs.
+            return Err(Failure::usage(format!(
+                "argument {} has no '=': give NAME=VALUE, e.g. HTTPS_PROXY=http://proxy:3128 \
+                 (nothing was changed)",
+                i + 1
+            )));
+        };
+        rm_core::runner_env::check_var(name, value)
+            .map_err(|e| Failure::usage(format!("{e} (nothing was changed)")))?;
+        if set.insert(name.to_owned(), value.to_owned()).is_some() {
+            return Err(Failure::usage(format!(
+                "{name} is given twice: give it once (nothing was changed)"
+            )));
+        }
+    }
+    Ok(set)
+}
+
+/// `host env set | unset | show`: through the running service (applied to runners started
+/// after it), or `--offline` in the journal (read by the service when it starts).
+fn env_command(
+    data_dir: &std::path::Path,
+    socket: &std::path::Path,
+    offline: bool,
+    cmd: EnvCommand,
+) -> Result<(), Failure> {
+    let answer = |vars: std::collections::BTreeMap<String, String>| rm_proto::HostEnv {
+        variables: vars
+            .into_iter()
+            .map(|(name, value)| rm_proto::EnvVar {
+                name,
+                value: Some(value),
+            })
+            .collect(),
+        values_shown: true,
+    };
+    let (change, verb) = match cmd {
+        EnvCommand::Show { json } => {
+            let env = if offline {
+                answer(open_offline(data_dir)?.1.runner_env()?)
+            } else {
+                ApiBackend::connect(socket)?.host_env()?
+            };
+            return output::print_host_env(&env, json);
+        }
+        EnvCommand::Set { vars } => (
+            rm_proto::HostEnvChange {
+                set: parse_env_args(&vars)?,
+                unset: Vec::new(),
+            },
+            "set",
+        ),
+        EnvCommand::Unset { names } => {
+            for name in &names {
+                if let Err(e @ rm_core::runner_env::EnvVarError::BadName(_)) =
+                    rm_core::runner_env::check_name(name)
+                {
+                    return Err(Failure::usage(format!("{e} (nothing was changed)")));
+                }
+            }
+            (
+                rm_proto::HostEnvChange {
+                    set: Default::default(),
+                    unset: names,
+                },
+                "unset",
+            )
+        }
+    };
+    let now = if offline {
+        answer(
+            open_offline(data_dir)?
+                .1
+                .change_runner_env(&change.set, &change.unset)?,
+        )
+    } else {
+        ApiBackend::connect(socket)?.change_host_env(&change)?
+    };
+    let names: Vec<&str> = change
+        .set
+        .keys()
+        .map(String::as_str)
+        .chain(change.unset.iter().map(String::as_str))
+        .collect();
+    println!("{verb} {}", names.join(", "));
+    let all: Vec<String> = now.variables.iter().map(|v| v.name.clone()).collect();
+    println!("runner env: {}", output::env_names_text(&all));
+    if offline {
+        println!("stored: the service gives it to runners after it starts");
+    } else {
+        println!("runners started from now on get it (running ones keep theirs)");
     }
     Ok(())
 }

@@ -96,6 +96,7 @@ pub(super) fn print_host(h: &HostView, as_json: bool) -> Result<(), Failure> {
     let (memory, rules) = admission_lines(&h.admission);
     println!("memory:      {memory}");
     println!("rules:       {rules}");
+    println!("runner env:  {}", env_names_text(&h.runner_env));
     Ok(())
 }
 
@@ -313,11 +314,50 @@ pub(super) fn print_api_host(s: &rm_proto::Status, as_json: bool) -> Result<(), 
              set-rules`"
         );
     }
+    println!("runner env:    {}", env_names_text(&h.runner_env));
     let now = chrono::Utc::now().timestamp_millis();
     if let Some(line) = health_line(&s.github_health, now) {
         println!("{line}");
     }
     println!("{}", traffic_line(s.budget.as_ref()));
+    Ok(())
+}
+
+/// The runner environment's names in one line (values only in `host env show`).
+pub(super) fn env_names_text(names: &[String]) -> String {
+    match names.len() {
+        0 => "none (set with `runner-manager host env set NAME=VALUE`)".to_owned(),
+        n => format!(
+            "{n} variable(s) given to every runner: {} (`host env show`)",
+            names.join(", ")
+        ),
+    }
+}
+
+/// `host env show`: `NAME=VALUE` lines (names alone when the values were withheld), or JSON.
+pub(super) fn print_host_env(env: &rm_proto::HostEnv, as_json: bool) -> Result<(), Failure> {
+    if as_json {
+        return json(env);
+    }
+    if env.variables.is_empty() {
+        eprintln!(
+            "no runner environment variables are set: add one with `runner-manager host env \
+             set NAME=VALUE`"
+        );
+        return Ok(());
+    }
+    for var in &env.variables {
+        match &var.value {
+            Some(value) => println!("{}={value}", var.name),
+            None => println!("{}", var.name),
+        }
+    }
+    if !env.values_shown {
+        eprintln!(
+            "values are shown to the service's operators only (they may hold a proxy \
+             password): run the command as one"
+        );
+    }
     Ok(())
 }
 
@@ -441,12 +481,16 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
     }
     let h = &s.host;
     println!(
-        "host {} ({}/{}), capacity {}, {} runner(s){}",
+        "host {} ({}/{}), capacity {}, {} runner(s){}{}",
         h.label,
         wire(&h.os),
         wire(&h.arch),
         h.capacity,
         s.runners.len(),
+        match h.runner_env.len() {
+            0 => String::new(),
+            n => format!(", {n} runner env variable(s)"),
+        },
         if s.paused {
             ", launching PAUSED (resume: `runner-manager service resume`, or Resume in the tray)"
         } else {

@@ -12,9 +12,9 @@ use rm_core::{
     WorkspaceMode,
 };
 use rm_proto::{
-    ApiError, CredentialPut, DoctorReport, Handler, HostAdmission, HostAdmissionChange,
-    HostCapacity, HostStatus, PauseState, Peer, SignInSession, SignInStart, Status, TargetAdd,
-    TargetRef, TargetStatus, TargetUpdate, WatchStart,
+    ApiError, CredentialPut, DoctorReport, EnvVar, Handler, HostAdmission, HostAdmissionChange,
+    HostCapacity, HostEnv, HostEnvChange, HostStatus, PauseState, Peer, SignInSession, SignInStart,
+    Status, TargetAdd, TargetRef, TargetStatus, TargetUpdate, WatchStart,
 };
 use secrecy::SecretString;
 use std::sync::Arc;
@@ -24,6 +24,8 @@ pub const MAX_CAPACITY: u32 = 256;
 
 #[derive(Clone)]
 pub struct Api {
+    /// The server's access rules: who may see the runner environment's values.
+    pub access: rm_proto::AccessPolicy,
     pub daemon: Arc<Daemon>,
     pub updater: Arc<crate::update::Updater>,
     pub sign_in: Arc<SignIns>,
@@ -70,6 +72,20 @@ fn own_admission(a: rm_proto::TargetAdmission) -> Result<rm_journal::PolicyAdmis
         runner_memory_mb: a.runner_memory_mb,
         memory_headroom_mb: a.memory_headroom_mb,
     })
+}
+
+/// The runner environment as answered: values only when `values` (an operator asks).
+fn host_env_answer(vars: &std::collections::BTreeMap<String, String>, values: bool) -> HostEnv {
+    HostEnv {
+        variables: vars
+            .iter()
+            .map(|(name, value)| EnvVar {
+                name: name.clone(),
+                value: values.then(|| value.clone()),
+            })
+            .collect(),
+        values_shown: values,
+    }
 }
 
 fn check_capacity(n: u32, field: &str, min: u32) -> Result<(), ApiError> {
@@ -442,6 +458,7 @@ impl Handler for Api {
         Ok(status::host_status(
             &host,
             self.daemon.admission.config().to_wire(),
+            &self.daemon.runner_env,
         ))
     }
 
@@ -486,6 +503,61 @@ impl Handler for Api {
         // still stands is recorded again by their next check.
         self.changed().await;
         Ok(now)
+    }
+
+    async fn host_env(&self, peer: Peer) -> Result<HostEnv, ApiError> {
+        let vars = self
+            .daemon
+            .journal
+            .with(|j| j.runner_env())
+            .await
+            .map_err(journal_error)?;
+        // Readers allowed the status see names only: a value may be a proxy URL with a
+        // password in it.
+        let operator = self.access.may_change(&peer.identity());
+        Ok(host_env_answer(&vars, operator))
+    }
+
+    async fn change_host_env(
+        &self,
+        peer: Peer,
+        change: HostEnvChange,
+    ) -> Result<HostEnv, ApiError> {
+        if change.is_empty() {
+            return Err(bad(
+                "nothing to change: send set (an object of NAME: VALUE) and/or unset (a list of \
+                 names)",
+            ));
+        }
+        let _changing = self.daemon.env_changing.lock().await;
+        let set_names: Vec<String> = change.set.keys().cloned().collect();
+        let unset_names = change.unset.clone();
+        // The journal checks the change whole against what is stored, in its write
+        // transaction: a refused change stores nothing, and its error names no value.
+        let now = self
+            .daemon
+            .journal
+            .with(
+                move |j| match j.change_runner_env(&change.set, &change.unset) {
+                    Ok(now) => Ok(Ok(now)),
+                    Err(rm_journal::JournalError::InvalidInput { reason, .. }) => Ok(Err(reason)),
+                    Err(other) => Err(other),
+                },
+            )
+            .await
+            .map_err(journal_error)?
+            .map_err(|reason| bad(format!("{reason} (nothing was changed)")))?;
+        self.daemon.runner_env.set(now.clone());
+        // Names only: values are never logged.
+        tracing::info!(
+            uid = peer.uid,
+            set = ?set_names,
+            unset = ?unset_names,
+            names = ?now.keys().collect::<Vec<_>>(),
+            "runner environment changed: runners started from now on get it"
+        );
+        self.daemon.publish_status().await;
+        Ok(host_env_answer(&now, true))
     }
 
     async fn host_doctor(&self, _peer: Peer) -> Result<DoctorReport, ApiError> {
@@ -608,5 +680,24 @@ impl Api {
         );
         self.changed().await;
         Ok(PauseState { paused })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runner_environment_goes_to_readers_without_its_values() {
+        let vars = [("HTTPS_PROXY".to_owned(), "http://u:pw@p".to_owned())].into();
+        let reader = host_env_answer(&vars, false);
+        assert!(!reader.values_shown);
+        assert_eq!(reader.variables[0].name, "HTTPS_PROXY");
+        assert_eq!(reader.variables[0].value, None);
+        let operator = host_env_answer(&vars, true);
+        assert_eq!(
+            operator.variables[0].value.as_deref(),
+            Some("http://u:pw@p")
+        );
     }
 }

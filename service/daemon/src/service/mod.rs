@@ -341,6 +341,17 @@ async fn serve(
         tracing::warn!(%error, "the targets' own admission settings are unreadable: the host's apply until `repo set --memory-admission …` stores new ones");
         Vec::new()
     });
+    // The runner environment (a damaged row is logged, by name only, and none is given).
+    let runner_env = rm_runner::RunnerEnv::default();
+    match journal.runner_env() {
+        Ok(vars) => {
+            tracing::info!(names = ?vars.keys().collect::<Vec<_>>(), "runner environment");
+            runner_env.set(vars);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the runner environment is unreadable: runners get none until `runner-manager host env` fixes it");
+        }
+    }
     let journal = JournalAdapter::new(journal);
     let store = open_store(&options)?;
     let client = build_client(&options, Arc::clone(&store))?;
@@ -350,7 +361,8 @@ async fn serve(
     gate.set_paused(paused);
     let wake = Arc::new(Notify::new());
     let removals = Arc::new(removals::Removals::load(&journal).await);
-    let host_config = host_config(&options.data_dir)?;
+    let mut host_config = host_config(&options.data_dir)?;
+    host_config.env = runner_env.clone();
     let daemon = Arc::new(state::Daemon::new(state::Parts {
         journal: journal.clone(),
         client: client.clone(),
@@ -364,6 +376,7 @@ async fn serve(
             admission::MemorySource::system(),
             workstation::Sources::system(),
         )),
+        runner_env,
     }));
     for (policy, own) in own_admission {
         daemon.admission.set_own(policy, own);
@@ -443,6 +456,7 @@ async fn serve(
     let api = tokio::spawn(rm_proto::serve_until(
         listener,
         api::Api {
+            access: access.clone(),
             daemon: Arc::clone(&daemon),
             updater: Arc::clone(&updater),
             sign_in: Arc::clone(&sign_in),

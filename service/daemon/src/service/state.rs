@@ -45,6 +45,8 @@ pub struct Parts {
     pub removals: Arc<Removals>,
     pub doctor: Doctor,
     pub admission: Arc<Admission>,
+    /// The host's runner environment as stored (shared with the runner host).
+    pub runner_env: rm_runner::RunnerEnv,
 }
 
 pub struct Daemon {
@@ -73,6 +75,12 @@ pub struct Daemon {
     pub meters: Meters,
     /// Whether memory lets new runners start.
     pub admission: Arc<Admission>,
+    /// The host's runner environment, given to each runner at its spawn (the runner host
+    /// holds a clone: a change reaches the next runner without a restart).
+    pub runner_env: rm_runner::RunnerEnv,
+    /// Held while the runner environment changes, so the journal and `runner_env` are
+    /// written in the same order by concurrent changes.
+    pub env_changing: tokio::sync::Mutex<()>,
     /// The loops, once they run (`why` reads their last passes).
     pub fleet: std::sync::OnceLock<Arc<super::fleet::Fleet>>,
 }
@@ -94,6 +102,8 @@ impl Daemon {
             doctor: parts.doctor,
             meters: Meters::default(),
             admission: parts.admission,
+            runner_env: parts.runner_env,
+            env_changing: tokio::sync::Mutex::new(()),
             fleet: std::sync::OnceLock::new(),
         }
     }

@@ -31,7 +31,11 @@ pub fn journal_error(e: rm_agent::JournalError) -> ApiError {
 }
 
 /// This host with the admission settings in force.
-pub fn host_status(host: &Host, admission: rm_proto::HostAdmission) -> HostStatus {
+pub fn host_status(
+    host: &Host,
+    admission: rm_proto::HostAdmission,
+    runner_env: &rm_runner::RunnerEnv,
+) -> HostStatus {
     HostStatus {
         id: host.id.to_string(),
         label: host.label.to_string(),
@@ -43,6 +47,7 @@ pub fn host_status(host: &Host, admission: rm_proto::HostAdmission) -> HostStatu
             .to_string(),
         capacity_note: Some(super::host_row::capacity_note(host.capacity)),
         admission: Some(admission),
+        runner_env: runner_env.names(),
     }
 }
 
@@ -249,7 +254,11 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
     distinct.sort_unstable();
     distinct.dedup();
     Ok(Status {
-        host: host_status(&host, daemon.admission.config().to_wire()),
+        host: host_status(
+            &host,
+            daemon.admission.config().to_wire(),
+            &daemon.runner_env,
+        ),
         paused: daemon.gate.paused(),
         auth: auth_state(
             daemon,

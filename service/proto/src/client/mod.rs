@@ -191,6 +191,20 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/host/env`.
+    pub async fn host_env(&self) -> Result<crate::HostEnv, ClientError> {
+        self.call(Method::GET, paths::HOST_ENV, None::<&()>).await
+    }
+
+    /// `PATCH /v1/host/env`.
+    pub async fn change_host_env(
+        &self,
+        change: &crate::HostEnvChange,
+    ) -> Result<crate::HostEnv, ClientError> {
+        self.call(Method::PATCH, paths::HOST_ENV, Some(change))
+            .await
+    }
+
     /// `GET /v1/host/doctor`.
     pub async fn host_doctor(&self) -> Result<DoctorReport, ClientError> {
         self.call(Method::GET, paths::HOST_DOCTOR, None::<&()>)

@@ -23,6 +23,7 @@ fn status() -> Status {
             routing_label: "rm-box-linux-x64".into(),
             capacity_note: None,
             admission: None,
+            runner_env: vec![],
         },
         paused: false,
         auth: AuthState::SignedIn {

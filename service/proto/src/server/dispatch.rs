@@ -148,6 +148,14 @@ async fn handle<H: Handler>(
             let change = parse_body(&body)?;
             json(StatusCode::OK, &h.set_host_admission(peer, change).await?)
         }
+        Route::HostEnv => json(StatusCode::OK, &h.host_env(peer).await?),
+        Route::ChangeHostEnv => {
+            let change = parse_quiet_body(
+                &body,
+                "set (an object of NAME: VALUE) and unset (a list of names)",
+            )?;
+            json(StatusCode::OK, &h.change_host_env(peer, change).await?)
+        }
         Route::HostDoctor => json(StatusCode::OK, &h.host_doctor(peer).await?),
         Route::Why => json(StatusCode::OK, &h.why(peer).await?),
         Route::Pause => {
@@ -245,6 +253,20 @@ fn parse_secret_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             "malformed credential body at line {} column {} ({:?} error; details withheld \
              because the body holds tokens): send access_token, expires_at, refresh_token, \
              refresh_expires_at and optionally login",
+            e.line(),
+            e.column(),
+            e.classify()
+        ))
+    })
+}
+
+/// Like [`parse_body`] for bodies whose values may be sensitive (a proxy URL with a
+/// password): the error names the position and the expected shape, not serde's text.
+fn parse_quiet_body<T: DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "malformed request body at line {} column {} ({:?} error; details withheld because \
+             the body may hold sensitive values): send {shape}",
             e.line(),
             e.column(),
             e.classify()

@@ -66,7 +66,8 @@ fn peer_of(stream: &Stream) -> std::io::Result<Peer> {
 use crate::error::ApiError;
 use crate::paths::TargetRef;
 use crate::requests::{
-    CredentialPut, HostAdmissionChange, HostCapacity, PauseState, TargetAdd, TargetUpdate,
+    CredentialPut, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange, PauseState,
+    TargetAdd, TargetUpdate,
 };
 use crate::signin::{SignInSession, SignInStart};
 use crate::status::{DoctorReport, HostAdmission, HostStatus, Status, TargetStatus};
@@ -167,6 +168,23 @@ pub trait Handler: Send + Sync + 'static {
         }
     }
 
+    /// `GET /v1/host/env`: the host's runner environment (values to operators only).
+    fn host_env(&self, peer: Peer) -> impl Future<Output = Result<HostEnv, ApiError>> + Send {
+        let _ = peer;
+        async { Err(host_env_unsupported()) }
+    }
+
+    /// `PATCH /v1/host/env`: set and unset runner environment variables; answers the
+    /// variables now set.
+    fn change_host_env(
+        &self,
+        peer: Peer,
+        request: HostEnvChange,
+    ) -> impl Future<Output = Result<HostEnv, ApiError>> + Send {
+        let _ = (peer, request);
+        async { Err(host_env_unsupported()) }
+    }
+
     /// `GET /v1/host/doctor`: every host check, run now.
     fn host_doctor(
         &self,
@@ -243,6 +261,13 @@ pub trait Handler: Send + Sync + 'static {
         let _ = (peer, request);
         async { Err(update_unsupported()) }
     }
+}
+
+/// What a service without the runner environment answers.
+fn host_env_unsupported() -> ApiError {
+    ApiError::not_found(
+        "this service has no runner environment: update runner-manager (the service)",
+    )
 }
 
 /// What a service without the updater answers.

@@ -93,6 +93,7 @@ pub fn sample_host(capacity: u32) -> HostStatus {
         routing_label: "rm-devbox-linux-x64-default".into(),
         capacity_note: None,
         admission: None,
+        runner_env: vec![],
     }
 }
 

@@ -103,15 +103,31 @@ pub enum ProcessError {
     Unkillable { pgid: u32, members: Vec<u32> },
 }
 
-/// What to start.
-#[derive(Debug, Clone)]
+/// What to start. Its `Debug` shows the extra environment's names only (values may hold a
+/// proxy password).
+#[derive(Clone)]
 pub struct SpawnRequest<'a> {
     pub runtime: &'a Path,
     pub jit_config: &'a JitConfig,
     /// Run as this identity (must be set when the service is root).
     pub owner: Option<Ownership>,
-    /// Extra environment for the listener (never a secret other than the JIT config).
+    /// Extra environment for the listener, set after the service's own (HOME, TMPDIR…) and
+    /// before the JIT config (the host's runner environment; never a secret).
     pub extra_env: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for SpawnRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnRequest")
+            .field("runtime", &self.runtime)
+            .field("jit_config", &self.jit_config)
+            .field("owner", &self.owner)
+            .field(
+                "extra_env",
+                &self.extra_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 /// A started listener.
