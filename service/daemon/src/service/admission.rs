@@ -81,8 +81,10 @@ impl Hold {
     pub fn fix(&self) -> &'static str {
         "They start by themselves once memory frees up (a job finishing, an application \
          closed). To admit them anyway, lower the expectation or the headroom \
-         (`runner-manager host set-admission --runner-memory-mb N --headroom-mb N`) or turn \
-         memory admission off (`runner-manager host set-admission --memory off`)."
+         (`runner-manager host set-admission --runner-memory-mb N --headroom-mb N`, or for \
+         one target `runner-manager repo set OWNER/REPO --runner-memory-mb N`) or turn memory \
+         admission off (`runner-manager host set-admission --memory off`, or for one target \
+         `--memory-admission off`)."
     }
 }
 
@@ -474,7 +476,10 @@ mod tests {
             m.contains("3000 MiB available") && m.contains("2048 MiB"),
             "{m}"
         );
-        assert!(h.fix().contains("host set-admission --memory off"));
+        assert!(h
+            .fix()
+            .contains("runner-manager host set-admission --memory off"));
+        assert!(h.fix().contains("repo set OWNER/REPO --runner-memory-mb N"));
         assert!(
             !h.fix().contains("daemon run"),
             "the fix names the run-time command"
