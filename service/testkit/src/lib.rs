@@ -20,7 +20,8 @@
 //!          revoke_token(tok) / approve_device(user_code, login) / deny_device(user_code)
 //!          set_token_lifetimes(access, refresh) / set_device_flow_enabled(bool)
 //!          issued_device_codes() (the secret halves handed out, for leak checks)
-//! jobs:    queue_run(repo, Vec<JobSpec>) -> run id   (JobSpec::new / ::unresolvable)
+//! jobs:    queue_run(repo, Vec<JobSpec>) -> run id   (JobSpec::new / ::unresolvable;
+//!          .behaviour / .duration / .memory / .with_command(step) / .from_fork())
 //!          withdraw_assignment(job_id) / finish_job(job_id, Conclusion)
 //! faults:  inject_fault(FaultRule{endpoint: EndpointMatch, fault: Fault, times}) / clear_faults()
 //! limits:  set_rate_limit(n) / set_remaining(n)

@@ -88,6 +88,16 @@ pub struct JobSpec {
     pub memory_mb: u32,
     #[serde(default)]
     pub memory_children: u32,
+    /// A step the listener runs while working on the job: `/bin/sh -c <command>` in the job's
+    /// work directory, with the listener's environment plus `GITHUB_JOB`, `GITHUB_RUN_ID`,
+    /// `RUNNER_TEMP` and `GITHUB_WORKSPACE`. A non-zero exit fails the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The job comes from a pull request of a fork: its run is rendered with
+    /// `event: pull_request` and a `head_repository` other than `repository`. A run is from a
+    /// fork when any of its jobs is.
+    #[serde(default)]
+    pub from_fork: bool,
 }
 
 impl JobSpec {
@@ -100,6 +110,8 @@ impl JobSpec {
             duration: Duration::from_millis(100),
             memory_mb: 0,
             memory_children: 0,
+            command: None,
+            from_fork: false,
         }
     }
 
@@ -114,6 +126,8 @@ impl JobSpec {
             duration: Duration::from_millis(100),
             memory_mb: 0,
             memory_children: 0,
+            command: None,
+            from_fork: false,
         }
     }
 
@@ -133,6 +147,18 @@ impl JobSpec {
     /// Builder: set the duration.
     pub fn duration(mut self, duration: Duration) -> JobSpec {
         self.duration = duration;
+        self
+    }
+
+    /// Builder: run `cmd` (`/bin/sh -c`) as the job's step, before the behaviour's duration.
+    pub fn with_command(mut self, cmd: &str) -> Self {
+        self.command = Some(cmd.to_string());
+        self
+    }
+
+    /// Builder: the job comes from a pull request of a fork (so does its whole run).
+    pub fn from_fork(mut self) -> Self {
+        self.from_fork = true;
         self
     }
 }
@@ -216,6 +242,9 @@ pub struct JobView {
     pub runner_id: Option<u64>,
     pub runner_name: Option<String>,
     pub behaviour: Behaviour,
+    /// The step command the listener is given, if any.
+    #[serde(default)]
+    pub command: Option<String>,
 }
 
 /// Snapshot of a workflow run.
@@ -226,6 +255,9 @@ pub struct RunView {
     pub status: JobStatus,
     pub conclusion: Option<Conclusion>,
     pub job_ids: Vec<u64>,
+    /// Rendered as a pull request from a fork (`event: pull_request`, another head repository).
+    #[serde(default)]
+    pub from_fork: bool,
 }
 
 mod duration_ms {

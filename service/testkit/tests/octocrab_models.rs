@@ -241,6 +241,70 @@ async fn runs_and_jobs_follow_the_job_states() {
 }
 
 #[tokio::test]
+async fn a_run_from_a_fork_names_the_fork_as_its_head_repository() {
+    let w = world().await;
+    let o = octocrab(&w.gh.origin(), &w.token);
+    let own =
+        w.gh.queue_run("octo/hello", vec![JobSpec::new("push", &["self-hosted"])])
+            .unwrap();
+    let fork =
+        w.gh.queue_run(
+            "octo/hello",
+            vec![
+                JobSpec::new("pr", &["self-hosted"]).from_fork(),
+                JobSpec::new("pr-2", &["self-hosted"]),
+            ],
+        )
+        .unwrap();
+    let views = w.gh.runs();
+    let view = |id| views.iter().find(|r| r.id == id).unwrap();
+    assert!(view(fork).from_fork && !view(own).from_fork);
+
+    // octocrab reads both, listed and alone.
+    let listed = runs_with_status(&o, "queued").await;
+    assert_eq!(listed.items.len(), 2);
+    let single = o.workflows("octo", "hello").get(fork.into()).await.unwrap();
+    assert_eq!(single.event, "pull_request");
+
+    // The raw shapes: the listing and the single run agree.
+    let list: serde_json::Value = o
+        .get("/repos/octo/hello/actions/runs", None::<&()>)
+        .await
+        .unwrap();
+    let single: serde_json::Value = o
+        .get(
+            format!("/repos/octo/hello/actions/runs/{fork}"),
+            None::<&()>,
+        )
+        .await
+        .unwrap();
+    let listed = |id: u64| {
+        list["workflow_runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    for run in [listed(fork), single] {
+        assert_eq!(run["event"], "pull_request");
+        assert_eq!(run["repository"]["full_name"], "octo/hello");
+        assert_eq!(run["repository"]["fork"], false);
+        let head = &run["head_repository"];
+        assert_eq!(head["full_name"], "octo-fork/hello");
+        assert_eq!(head["name"], "hello");
+        assert_eq!(head["fork"], true);
+        assert_eq!(head["owner"]["login"], "octo-fork");
+        assert_ne!(head["id"], run["repository"]["id"]);
+        assert_ne!(head["owner"]["id"], run["repository"]["owner"]["id"]);
+    }
+    let own = listed(own);
+    assert_eq!(own["event"], "push");
+    assert_eq!(own["head_repository"], own["repository"]);
+}
+
+#[tokio::test]
 async fn installations_repositories_and_next_pages() {
     let w = world().await;
     for i in 0..4 {

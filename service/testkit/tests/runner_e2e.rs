@@ -100,6 +100,11 @@ fn runner_dir(kit: &Kit, name: &str) -> PathBuf {
 /// Starts `bin/Runner.Listener run` with the config only in the environment; stdout/stderr go
 /// to files in the runner's parent dir so the test can read them while it runs.
 fn start_listener(dir: &Path, blob: &str) -> Child {
+    start_listener_with_env(dir, blob, &[])
+}
+
+/// [`start_listener`] with more variables in the listener's environment.
+fn start_listener_with_env(dir: &Path, blob: &str, env: &[(&str, &str)]) -> Child {
     let out = std::fs::File::create(dir.with_extension("stdout")).unwrap();
     let err = std::fs::File::create(dir.with_extension("stderr")).unwrap();
     Command::new(dir.join("bin/Runner.Listener"))
@@ -107,6 +112,7 @@ fn start_listener(dir: &Path, blob: &str) -> Child {
         .current_dir(dir)
         .env("ACTIONS_RUNNER_INPUT_JITCONFIG", blob)
         .env_remove("RUNNER_ROOT")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -510,4 +516,168 @@ async fn run_sh_with_jitconfig_argument_runs_the_job() {
         Some(Conclusion::Success)
     );
     assert!(stdout_of(&dir).contains("Job lint completed with result: Succeeded"));
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim().chars().next());
+    !matches!(state, None | Some('Z') | Some('X'))
+}
+
+/// The one Worker log's text.
+fn worker_log(dir: &Path) -> String {
+    let logs = diag_logs(dir, "Worker_");
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    std::fs::read_to_string(&logs[0]).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_step_runs_with_the_listeners_environment() {
+    let kit = kit().await;
+    let run = kit
+        .gh
+        .queue_run(
+            REPO,
+            vec![JobSpec::new("cache-warm", &["self-hosted"]).with_command(
+                "echo \"$GITHUB_JOB $FOO\" > \"$OUT\"; \
+                 echo \"run=$GITHUB_RUN_ID ws=$GITHUB_WORKSPACE pwd=$(pwd -P)\"; \
+                 test -d \"$RUNNER_TEMP\" && echo \"temp=$RUNNER_TEMP\"; \
+                 echo to-stderr >&2; env > \"$OUT.env\"",
+            )],
+        )
+        .unwrap();
+    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    assert_eq!(
+        kit.gh
+            .job(job_id)
+            .unwrap()
+            .command
+            .as_deref()
+            .map(|c| c.starts_with("echo")),
+        Some(true)
+    );
+    let (_, blob) = jitconfig(&kit, "rm-e2e-step", &["x"]).await;
+    let dir = runner_dir(&kit, "step");
+    let out = kit.tmp.path().join("step-out");
+    let mut child = start_listener_with_env(
+        &dir,
+        &blob,
+        &[("FOO", "from-the-service"), ("OUT", out.to_str().unwrap())],
+    );
+    assert_eq!(
+        wait_exit(&mut child).await.code(),
+        Some(0),
+        "{}",
+        stderr_of(&dir)
+    );
+
+    let job = kit.gh.job(job_id).unwrap();
+    assert_eq!(
+        (job.status, job.conclusion),
+        (JobStatus::Completed, Some(Conclusion::Success))
+    );
+    // The variable the listener was given reached the step, next to the runner's own.
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "cache-warm from-the-service\n"
+    );
+    let log = worker_log(&dir);
+    let root = dir.canonicalize().unwrap();
+    let ws = root.join("_work/hello/hello");
+    let expected = format!("[step] run={run} ws={} pwd={}", ws.display(), ws.display());
+    assert!(
+        log.lines().any(|l| l.ends_with(&expected)),
+        "{expected:?} in:\n{log}"
+    );
+    let temp = format!("[step] temp={}", root.join("_work/_temp").display());
+    assert!(
+        log.lines().any(|l| l.ends_with(&temp)),
+        "{temp:?} in:\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.ends_with("[step] to-stderr")),
+        "{log}"
+    );
+    assert!(!stdout_of(&dir).contains("from-the-service"));
+    // The JIT config is not handed on to the job.
+    let env = std::fs::read_to_string(out.with_extension("env")).unwrap();
+    assert!(env.contains("FOO=from-the-service"), "{env}");
+    assert!(!env.contains("ACTIONS_RUNNER_INPUT_JITCONFIG") && !env.contains(&blob));
+    assert!(!env.contains(&secret_of(&blob)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_step_fails_the_job() {
+    let kit = kit().await;
+    let run = kit
+        .gh
+        .queue_run(
+            REPO,
+            vec![JobSpec::new("restore", &["self-hosted"]).with_command("echo cache miss; exit 7")],
+        )
+        .unwrap();
+    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let (_, blob) = jitconfig(&kit, "rm-e2e-step-fail", &["x"]).await;
+    let dir = runner_dir(&kit, "step-fail");
+    let mut child = start_listener(&dir, &blob);
+    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    let job = kit.gh.job(job_id).unwrap();
+    assert_eq!(
+        (job.status, job.conclusion),
+        (JobStatus::Completed, Some(Conclusion::Failure))
+    );
+    assert!(stdout_of(&dir).contains("Job restore completed with result: Failed"));
+    let log = worker_log(&dir);
+    assert!(
+        log.lines().any(|l| l.ends_with("[step] cache miss")),
+        "{log}"
+    );
+    let runs: Value = kit
+        .octo
+        .get(format!("/repos/{REPO}/actions/runs/{run}"), None::<&()>)
+        .await
+        .unwrap();
+    assert_eq!(runs["conclusion"], "failure");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_step_kills_it_and_cancels_the_job() {
+    let kit = kit().await;
+    let run = kit
+        .gh
+        .queue_run(
+            REPO,
+            vec![JobSpec::new("slow", &["self-hosted"])
+                .with_command("sleep 60 & echo $! > \"$RUNNER_TEMP/pids\"; echo $$ >> \"$RUNNER_TEMP/pids\"; wait")],
+        )
+        .unwrap();
+    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let (_, blob) = jitconfig(&kit, "rm-e2e-step-stop", &["x"]).await;
+    let dir = runner_dir(&kit, "step-stop");
+    let pids_file = dir.join("_work/_temp/pids");
+    let mut child = start_listener(&dir, &blob);
+    wait_until("the step to start", || {
+        std::fs::read_to_string(&pids_file).is_ok_and(|t| t.lines().count() == 2)
+    })
+    .await;
+    let pids: Vec<u32> = std::fs::read_to_string(&pids_file)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child).await.code(), Some(0));
+    let job = kit.gh.job(job_id).unwrap();
+    assert_eq!(
+        (job.status, job.conclusion),
+        (JobStatus::Completed, Some(Conclusion::Cancelled))
+    );
+    assert!(stdout_of(&dir).contains("Job slow completed with result: Canceled"));
+    // The shell and what it started are gone (killed as a group, reaped by init).
+    for pid in pids {
+        wait_until("the step's processes to end", || !alive(pid)).await;
+    }
 }

@@ -64,6 +64,8 @@ pub struct Job {
     /// MiB to hold while working, in `memory_children` children (≥ 1 when non-zero).
     pub memory_mb: u32,
     pub memory_children: u32,
+    /// The job's step: a shell command run in the job's workspace (`step.rs`), if any.
+    pub command: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +84,8 @@ struct JobWire {
     memory_mb: u32,
     #[serde(default)]
     memory_children: u32,
+    #[serde(default)]
+    command: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -238,6 +242,8 @@ fn job_from_wire(w: JobWire) -> Job {
         duration_ms: w.duration_ms,
         memory_mb: w.memory_mb,
         memory_children: w.memory_children,
+        // An empty command is no step at all.
+        command: w.command.filter(|c| !c.trim().is_empty()),
     }
 }
 
@@ -284,6 +290,33 @@ mod tests {
         let wire: MessageWire =
             serde_json::from_str(r#"{"job":{"job_id":7,"name":"b","behaviour":"weird"}}"#).unwrap();
         assert_eq!(job_from_wire(wire.job).behaviour, Behaviour::Fail);
+    }
+
+    #[test]
+    fn job_message_carries_its_command() {
+        let job = |text: &str| {
+            let wire: MessageWire = serde_json::from_str(text).unwrap();
+            job_from_wire(wire.job)
+        };
+        assert_eq!(
+            job(r#"{"job":{"job_id":7,"name":"b","command":"echo \"$GITHUB_JOB\" > out"}}"#)
+                .command
+                .as_deref(),
+            Some(r#"echo "$GITHUB_JOB" > out"#)
+        );
+        // Absent, null or blank: no step.
+        for text in [
+            r#"{"job":{"job_id":7,"name":"b"}}"#,
+            r#"{"job":{"job_id":7,"name":"b","command":null}}"#,
+            r#"{"job":{"job_id":7,"name":"b","command":"  "}}"#,
+        ] {
+            assert_eq!(job(text).command, None, "{text}");
+        }
+        // Not a string: the message is refused rather than half understood.
+        assert!(serde_json::from_str::<MessageWire>(
+            r#"{"job":{"job_id":7,"name":"b","command":5}}"#
+        )
+        .is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::broker::{Behaviour, Broker, BrokerError, Job, JobResult};
 use crate::config::{self, RunnerConfig};
 use crate::diag::{console_time, say, DiagLog};
+use crate::step::{self, StepContext, StepOutcome};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_TERMINATED: i32 = 1;
@@ -190,8 +191,13 @@ impl Listener {
             }
         };
         wlog(&format!(
-            "Job message received: job_id={} run_id={} name={} behaviour={:?} duration_ms={}",
-            job.job_id, job.run_id, job.name, job.behaviour, job.duration_ms
+            "Job message received: job_id={} run_id={} name={} behaviour={:?} duration_ms={} step={}",
+            job.job_id,
+            job.run_id,
+            job.name,
+            job.behaviour,
+            job.duration_ms,
+            job.command.is_some()
         ));
         self.log
             .info(&format!("Running job: {} (id {})", job.name, job.job_id));
@@ -222,7 +228,24 @@ impl Listener {
                 None
             }
         };
+        // The job's step runs first, then the behaviour's duration.
+        let step = job.command.as_deref().map(|command| {
+            let temp = self.work_base().join("_temp");
+            if let Err(e) = std::fs::create_dir_all(&temp) {
+                wlog(&format!("Cannot create {}: {e}", temp.display()));
+            }
+            let ctx = StepContext {
+                job_name: job.name.clone(),
+                run_id: job.run_id,
+                workspace: work_dir.clone(),
+                temp,
+            };
+            let outcome = step::run(command, &ctx, &self.stop, &mut wlog);
+            wlog(&format!("Step result: {outcome:?}"));
+            outcome
+        });
         let result = match job.behaviour {
+            _ if step == Some(StepOutcome::Cancelled) => Some(JobResult::Cancelled),
             Behaviour::Crash => {
                 wlog("Simulated crash: exiting without completing the job");
                 self.log.error("Simulated crash mid-job");
@@ -237,6 +260,11 @@ impl Listener {
                 .or(Some(JobResult::Failed)),
         }
         .unwrap_or(JobResult::Cancelled);
+        // A failed step fails the job, whatever the behaviour said (a stop still cancels it).
+        let result = match (step, result) {
+            (Some(StepOutcome::Failed), JobResult::Succeeded) => JobResult::Failed,
+            _ => result,
+        };
         drop(holders);
 
         let completed = self.complete(broker, job.job_id, result);
@@ -300,14 +328,20 @@ impl Listener {
         }
     }
 
-    /// `<root>/<WorkFolder>/<repo>/<repo>`, as the real runner lays out a checkout.
-    fn work_dir(&self) -> PathBuf {
+    /// `<root>/<WorkFolder>` (or the WorkFolder itself when absolute).
+    fn work_base(&self) -> PathBuf {
         let settings = &self.config.settings;
-        let base = if Path::new(&settings.work_folder).is_absolute() {
+        if Path::new(&settings.work_folder).is_absolute() {
             PathBuf::from(&settings.work_folder)
         } else {
             self.root.join(&settings.work_folder)
-        };
+        }
+    }
+
+    /// `<root>/<WorkFolder>/<repo>/<repo>`, as the real runner lays out a checkout.
+    fn work_dir(&self) -> PathBuf {
+        let settings = &self.config.settings;
+        let base = self.work_base();
         let repo = settings
             .github_url
             .trim_end_matches('/')

@@ -8,6 +8,7 @@ mod config;
 mod diag;
 mod listener;
 mod memory;
+mod step;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

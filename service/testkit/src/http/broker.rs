@@ -45,9 +45,13 @@ fn broker_error(e: BrokerError) -> Reply {
 
 fn assignment_json(a: &Assignment) -> Value {
     let behaviour = a.behaviour.as_str();
-    json!({"job": {"job_id": a.job_id, "run_id": a.run_id, "name": a.name, "display_name": a.name,
+    let mut job = json!({"job_id": a.job_id, "run_id": a.run_id, "name": a.name, "display_name": a.name,
                    "behaviour": behaviour, "duration_ms": u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX),
-                   "memory_mb": a.memory_mb, "memory_children": a.memory_children}})
+                   "memory_mb": a.memory_mb, "memory_children": a.memory_children});
+    if let (Some(command), Some(obj)) = (&a.command, job.as_object_mut()) {
+        obj.insert("command".into(), Value::String(command.clone()));
+    }
+    json!({ "job": job })
 }
 
 async fn route(shared: &Arc<Shared>, req: &Req) -> Reply {

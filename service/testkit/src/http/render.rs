@@ -180,6 +180,12 @@ pub(crate) fn run(w: &World, run: &Run, u: &Urls) -> Value {
         .unwrap_or(Value::Null);
     let wid = workflow_id(w, &run.repo);
     let suite = run.id + 1_000_000_000;
+    // A pull request from a fork: GitHub names the fork as the head repository and the
+    // target as `repository`.
+    let (event, head_repository) = match repo.filter(|_| run.from_fork) {
+        Some(r) => ("pull_request", fork_of(w, r, u)),
+        None => ("push", repo_json.clone()),
+    };
     json!({
         "id": run.id,
         "name": run.name,
@@ -190,7 +196,7 @@ pub(crate) fn run(w: &World, run: &Run, u: &Urls) -> Value {
         "display_title": "Fake commit",
         "run_number": run.run_number,
         "run_attempt": 1,
-        "event": "push",
+        "event": event,
         "status": status.as_str(),
         "conclusion": conclusion.map(|c| c.as_str()),
         "workflow_id": wid,
@@ -220,9 +226,34 @@ pub(crate) fn run(w: &World, run: &Run, u: &Urls) -> Value {
             "author": {"name": "Fake Author", "email": "fake@example.com"},
             "committer": {"name": "Fake Author", "email": "fake@example.com"}
         },
-        "repository": repo_json.clone(),
-        "head_repository": repo_json
+        "repository": repo_json,
+        "head_repository": head_repository
     })
+}
+
+/// Ids of fork repositories and their owners: far above anything the world numbers itself.
+const FORK_ID_BASE: u64 = 900_000_000;
+
+/// The fork a pull request came from: `<owner>-fork/<name>`, `"fork": true`, with its own id
+/// and its own (user) owner. It exists only in the runs that name it.
+fn fork_of(w: &World, r: &Repo, u: &Urls) -> Value {
+    let owner = Account {
+        id: FORK_ID_BASE + w.account(&r.owner).map(|a| a.id).unwrap_or(0),
+        login: format!("{}-fork", r.owner),
+        kind: AccountKind::User,
+        members: Default::default(),
+    };
+    let fork = Repo {
+        id: FORK_ID_BASE + r.id,
+        owner: owner.login.clone(),
+        ..r.clone()
+    };
+    let mut v = repo(w, &fork, u, None);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("owner".into(), user(&owner, u));
+        obj.insert("fork".into(), Value::Bool(true));
+    }
+    v
 }
 
 pub(crate) fn job(w: &World, j: &Job, u: &Urls) -> Value {

@@ -21,6 +21,7 @@ impl World {
         let run_number = *num;
         let now = Utc::now();
         let mut job_ids = Vec::new();
+        let from_fork = jobs.iter().any(|j| j.from_fork);
         for spec in jobs {
             let id = self.next_job_id;
             self.next_job_id += 1;
@@ -37,6 +38,7 @@ impl World {
                     duration: spec.duration,
                     memory_mb: spec.memory_mb,
                     memory_children: spec.memory_children,
+                    command: spec.command,
                     status: JobStatus::Queued,
                     conclusion: None,
                     created_at: now,
@@ -59,6 +61,7 @@ impl World {
                 head_sha,
                 created_at: now,
                 job_ids,
+                from_fork,
             },
         );
         Ok(run_id)
@@ -148,6 +151,7 @@ impl World {
             status,
             conclusion,
             job_ids: run.job_ids.clone(),
+            from_fork: run.from_fork,
         }
     }
 }

@@ -141,6 +141,8 @@ pub(crate) struct Run {
     pub head_sha: String,
     pub created_at: DateTime<Utc>,
     pub job_ids: Vec<u64>,
+    /// A pull request from a fork (any of its specs said so).
+    pub from_fork: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -154,6 +156,7 @@ pub(crate) struct Job {
     pub duration: Duration,
     pub memory_mb: u32,
     pub memory_children: u32,
+    pub command: Option<String>,
     pub status: JobStatus,
     pub conclusion: Option<Conclusion>,
     pub created_at: DateTime<Utc>,
@@ -177,6 +180,7 @@ impl Job {
             runner_id: self.runner_id,
             runner_name: self.runner_name.clone(),
             behaviour: self.behaviour,
+            command: self.command.clone(),
         }
     }
 }
@@ -217,6 +221,7 @@ pub(crate) struct Assignment {
     pub duration: Duration,
     pub memory_mb: u32,
     pub memory_children: u32,
+    pub command: Option<String>,
 }
 
 /// One published release of a repository: its tag and asset files (served from disk).

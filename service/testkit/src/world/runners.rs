@@ -204,6 +204,7 @@ impl World {
             duration: job.duration,
             memory_mb: job.memory_mb,
             memory_children: job.memory_children,
+            command: job.command.clone(),
         };
         if let Some(r) = self.runners.get_mut(&rid) {
             r.busy = true;
