@@ -31,6 +31,9 @@ pub struct JobDemand {
     /// When GitHub queued it (ms since the epoch), if it said.
     pub queued_at_ms: Option<i64>,
     pub labels: RunsOn,
+    /// The job's run comes from a pull request of a fork (its head repository is another
+    /// repository than the one it runs in): its code is not the target's own.
+    pub from_fork: bool,
 }
 
 /// A job that was reported instead of counted.
@@ -130,6 +133,7 @@ mod tests {
             name: String::new(),
             queued_at_ms: None,
             labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
+            from_fork: false,
         }
     }
 
@@ -195,6 +199,7 @@ mod tests {
                 name: String::new(),
                 queued_at_ms: None,
                 labels: RunsOn::Unresolvable("${{ matrix.os }}".into()),
+                from_fork: false,
             },
             job(3, &[]),
         ];

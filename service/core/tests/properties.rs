@@ -295,7 +295,7 @@ proptest! {
         let jobs: Vec<JobDemand> = required
             .iter()
             .enumerate()
-            .map(|(i, l)| JobDemand { job_id: i as u64, run_id: 1, repository: String::new(), name: String::new(), queued_at_ms: None, labels: RunsOn::Labels(l.clone()) })
+            .map(|(i, l)| JobDemand { job_id: i as u64, run_id: 1, repository: String::new(), name: String::new(), queued_at_ms: None, labels: RunsOn::Labels(l.clone()), from_fork: false })
             .collect();
         let count = match_demand(&labels, &jobs, false);
         let want = required

@@ -28,6 +28,11 @@ pub struct QueuedJob {
     pub labels: Vec<String>,
     /// When the job was queued.
     pub created_at: Option<DateTime<Utc>>,
+    /// What triggered its run (`push`, `pull_request`, ...), if GitHub said.
+    pub event: Option<String>,
+    /// Its run comes from a pull request of a fork: the run's head repository is another
+    /// repository than the one it runs in (`RunSummary::is_from_fork`).
+    pub from_fork: bool,
 }
 
 /// Queued jobs of one target.
@@ -58,6 +63,15 @@ pub(crate) struct RunMemo {
 
 /// Job statuses that have not started yet (and may still become `queued`).
 const NOT_STARTED: [&str; 4] = ["queued", "waiting", "pending", "requested"];
+
+/// What the runs listings said about one run.
+struct SeenRun {
+    updated_at: Option<String>,
+    /// Listed as `in_progress` (else `queued`).
+    in_progress: bool,
+    event: Option<String>,
+    from_fork: bool,
+}
 
 struct RepoDemand {
     jobs: Vec<QueuedJob>,
@@ -151,8 +165,7 @@ impl GitHubClient {
         let mut cost = Cost::default();
         let mut is_floor = false;
         let full = format!("{owner}/{repo}");
-        // run id → (updated_at, listed as in_progress)
-        let mut runs_seen: BTreeMap<u64, (Option<String>, bool)> = BTreeMap::new();
+        let mut runs_seen: BTreeMap<u64, SeenRun> = BTreeMap::new();
         for status in ["queued", "in_progress"] {
             let url = self.api_url(&format!(
                 "/repos/{owner}/{repo}/actions/runs?status={status}&per_page={per_page}"
@@ -168,7 +181,16 @@ impl GitHubClient {
             cost += runs.cost;
             is_floor |= runs.truncated;
             for r in runs.items {
-                runs_seen.insert(r.id, (r.updated_at, status == "in_progress"));
+                let from_fork = r.is_from_fork(&full);
+                runs_seen.insert(
+                    r.id,
+                    SeenRun {
+                        updated_at: r.updated_at,
+                        in_progress: status == "in_progress",
+                        event: r.event,
+                        from_fork,
+                    },
+                );
             }
         }
         self.forget_runs(&full, &runs_seen);
@@ -176,7 +198,13 @@ impl GitHubClient {
             self.settle_assignments(&full, &|run| runs_seen.contains_key(&run));
         }
         let mut jobs = Vec::new();
-        for (run_id, (updated_at, in_progress)) in runs_seen {
+        for (run_id, run) in runs_seen {
+            let SeenRun {
+                updated_at,
+                in_progress,
+                event,
+                from_fork,
+            } = run;
             if in_progress && self.is_settled(run_id, updated_at.as_deref()) {
                 continue;
             }
@@ -219,6 +247,8 @@ impl GitHubClient {
                         name: j.name.unwrap_or_default(),
                         labels: j.labels,
                         created_at: j.created_at,
+                        event: event.clone(),
+                        from_fork,
                     }),
             );
         }
@@ -265,7 +295,7 @@ impl GitHubClient {
     }
 
     /// Drops memos of this repository's runs that are no longer listed.
-    fn forget_runs(&self, repo: &str, listed: &BTreeMap<u64, (Option<String>, bool)>) {
+    fn forget_runs(&self, repo: &str, listed: &BTreeMap<u64, SeenRun>) {
         self.memo()
             .retain(|id, m| m.repo != repo || listed.contains_key(id));
     }
@@ -287,6 +317,7 @@ impl QueuedJob {
             name: self.name.clone(),
             queued_at_ms: self.created_at.map(|t| t.timestamp_millis()),
             labels,
+            from_fork: self.from_fork,
         }
     }
 }

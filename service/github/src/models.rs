@@ -146,6 +146,54 @@ pub(crate) struct RunSummary {
     pub id: u64,
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// What triggered the run: `push`, `pull_request`, `workflow_dispatch`, ...
+    #[serde(default)]
+    pub event: Option<String>,
+    /// The repository the run belongs to (the one whose runs were listed).
+    #[serde(default, deserialize_with = "lenient")]
+    pub repository: Option<RunRepository>,
+    /// Where the run's head commit comes from; another repository for a pull request from a
+    /// fork. GitHub omits it for some events and may send `null`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub head_repository: Option<RunRepository>,
+}
+
+/// The part of a run's `repository` / `head_repository` this crate reads.
+#[derive(Deserialize)]
+pub(crate) struct RunRepository {
+    #[serde(default)]
+    pub full_name: Option<String>,
+}
+
+impl RunSummary {
+    /// Whether the run comes from a fork: its `head_repository.full_name` is present and
+    /// differs (ignoring ASCII case, as GitHub's names do) from `repository.full_name`, or,
+    /// without that, from `listed_in`, the `owner/repo` whose runs were read. Without a head
+    /// repository, a run is not from a fork.
+    pub fn is_from_fork(&self, listed_in: &str) -> bool {
+        let Some(head) = full_name(self.head_repository.as_ref()) else {
+            return false;
+        };
+        let base = full_name(self.repository.as_ref()).unwrap_or(listed_in);
+        !head.eq_ignore_ascii_case(base)
+    }
+}
+
+fn full_name(repo: Option<&RunRepository>) -> Option<&str> {
+    repo.and_then(|r| r.full_name.as_deref())
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+}
+
+/// `T` when the value reads as one; `None` for null or anything else, so that one odd
+/// field does not make a whole page unreadable.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 #[derive(Deserialize)]
@@ -214,3 +262,72 @@ paged!(RepositoriesPage, Repository, repositories);
 paged!(RunsPage, RunSummary, workflow_runs);
 paged!(JobsPage, JobItem, jobs);
 paged!(RunnersPage, Runner, runners);
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn run(json: &str) -> RunSummary {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_run_without_a_head_repository_is_not_from_a_fork() {
+        // Omitted (some events) and null alike.
+        for r in [
+            run(r#"{"id":1,"event":"schedule","repository":{"full_name":"octo/app"}}"#),
+            run(r#"{"id":1,"repository":{"full_name":"octo/app"},"head_repository":null}"#),
+            run(r#"{"id":1,"head_repository":{"full_name":null}}"#),
+            run(r#"{"id":1,"head_repository":{}}"#),
+        ] {
+            assert!(!r.is_from_fork("octo/app"));
+            assert!(!r.is_from_fork("someone/else"));
+        }
+    }
+
+    #[test]
+    fn the_same_repository_in_another_case_is_not_a_fork() {
+        let r = run(
+            r#"{"id":1,"event":"push","repository":{"full_name":"Octo/App"},
+                "head_repository":{"full_name":"octo/app"}}"#,
+        );
+        assert_eq!(r.event.as_deref(), Some("push"));
+        assert!(!r.is_from_fork("octo/app"));
+        // `repository` is the base when present, not the name the runs were read under.
+        assert!(!r.is_from_fork("other/name"));
+    }
+
+    #[test]
+    fn another_head_repository_is_a_fork() {
+        let r = run(
+            r#"{"id":1,"event":"pull_request","repository":{"full_name":"octo/app"},
+                "head_repository":{"full_name":"mallory/app","fork":true}}"#,
+        );
+        assert_eq!(r.event.as_deref(), Some("pull_request"));
+        assert!(r.is_from_fork("octo/app"));
+    }
+
+    #[test]
+    fn without_a_repository_the_listed_one_is_the_base() {
+        let r = run(r#"{"id":1,"head_repository":{"full_name":"mallory/app"}}"#);
+        assert!(r.is_from_fork("octo/app"));
+        assert!(!r.is_from_fork("Mallory/App"));
+        let r = run(r#"{"id":1,"repository":null,"head_repository":{"full_name":"octo/app"}}"#);
+        assert!(!r.is_from_fork("octo/app"));
+    }
+
+    #[test]
+    fn an_odd_repository_value_does_not_spoil_the_page() {
+        let page: RunsPage = serde_json::from_str(
+            r#"{"total_count":2,"workflow_runs":[
+                {"id":1,"repository":"octo/app","head_repository":42},
+                {"id":2,"repository":{"full_name":"octo/app"},"head_repository":{"full_name":"x/app"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(page.workflow_runs.len(), 2);
+        assert!(!page.workflow_runs[0].is_from_fork("octo/app"));
+        assert!(page.workflow_runs[1].is_from_fork("octo/app"));
+    }
+}

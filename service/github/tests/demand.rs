@@ -212,3 +212,85 @@ async fn a_running_run_with_every_job_started_is_not_relisted() {
     runner.complete(job_id).await;
     assert!(w.client.demand(&t).await.unwrap().jobs.is_empty());
 }
+
+#[tokio::test]
+async fn jobs_from_a_fork_are_marked_so() {
+    let w = world().await;
+    let t = target("alice/app");
+    w.fake
+        .queue_run("alice/app", vec![JobSpec::new("push-build", &[LABEL])])
+        .unwrap();
+    w.fake
+        .queue_run(
+            "alice/app",
+            vec![JobSpec::new("pr-build", &[LABEL]).from_fork()],
+        )
+        .unwrap();
+
+    let d = w.client.demand(&t).await.unwrap();
+    let job = |name: &str| d.jobs.iter().find(|j| j.name == name).unwrap();
+    assert!(job("pr-build").from_fork);
+    assert_eq!(job("pr-build").event.as_deref(), Some("pull_request"));
+    // The fork's job still belongs to (and runs in) the target repository.
+    assert_eq!(
+        (
+            job("pr-build").owner.as_str(),
+            job("pr-build").repo.as_str()
+        ),
+        ("alice", "app")
+    );
+    assert!(!job("push-build").from_fork);
+    assert_eq!(job("push-build").event.as_deref(), Some("push"));
+
+    // Carried into rm-core's demand input.
+    let demands = d.job_demands();
+    let fork: Vec<_> = demands
+        .iter()
+        .map(|j| (j.name.as_str(), j.from_fork))
+        .collect();
+    assert!(fork.contains(&("pr-build", true)) && fork.contains(&("push-build", false)));
+
+    // Read again from the conditional (304) answers: the same.
+    let again = w.client.demand(&t).await.unwrap();
+    assert_eq!(again.jobs, d.jobs);
+}
+
+#[tokio::test]
+async fn organization_demand_marks_jobs_from_a_fork() {
+    let w = world().await;
+    w.fake.create_org("acme").unwrap();
+    w.fake.add_org_member("acme", "alice", true).unwrap();
+    w.fake.create_repo("acme/lib").unwrap();
+    w.fake
+        .create_installation("acme", rm_testkit::InstallationRepos::All)
+        .unwrap();
+    w.fake
+        .queue_run(
+            "acme/lib",
+            vec![
+                JobSpec::new("from-fork", &[LABEL]).from_fork(),
+                JobSpec::new("same-run", &[LABEL]),
+            ],
+        )
+        .unwrap();
+    w.fake
+        .queue_run("acme/lib", vec![JobSpec::new("own", &[LABEL])])
+        .unwrap();
+
+    let d = w.client.demand(&target("acme")).await.unwrap();
+    let mut seen: Vec<_> = d
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.from_fork))
+        .collect();
+    seen.sort();
+    // A run is from a fork as a whole: every job of it is.
+    assert_eq!(
+        seen,
+        [("from-fork", true), ("own", false), ("same-run", true)]
+    );
+    assert!(d
+        .job_demands()
+        .iter()
+        .any(|j| j.name == "from-fork" && j.from_fork && j.repository == "acme/lib"));
+}

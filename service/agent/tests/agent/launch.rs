@@ -457,6 +457,7 @@ async fn demand_counts_matching_jobs_reports_unresolvable_ones_and_passes_the_fl
             name: String::new(),
             queued_at_ms: None,
             labels,
+            from_fork: false,
         };
         st.jobs = vec![
             job(1, RunsOn::Labels(vec![LABEL.into()])),
@@ -605,6 +606,7 @@ async fn a_job_asking_for_self_hosted_and_the_routing_label_launches() {
             name: String::new(),
             queued_at_ms: None,
             labels: RunsOn::Labels(labels.iter().map(|l| l.to_string()).collect()),
+            from_fork: false,
         };
         st.jobs = vec![
             // GitHub's default labels of a Linux x64 runner, in any case.

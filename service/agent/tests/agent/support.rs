@@ -290,6 +290,7 @@ impl FakeGitHub {
                 name: String::new(),
                 queued_at_ms: None,
                 labels: RunsOn::Labels(vec![LABEL.to_owned()]),
+                from_fork: false,
             })
             .collect();
     }

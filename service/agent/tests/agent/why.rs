@@ -20,6 +20,7 @@ fn add_job(h: &Harness, id: u64, labels: &[&str]) {
         name: String::new(),
         queued_at_ms: None,
         labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
+        from_fork: false,
     });
 }
 

@@ -13,6 +13,7 @@ fn job(id: u64, labels: &[&str]) -> JobDemand {
         name: String::new(),
         queued_at_ms: None,
         labels: RunsOn::Labels(labels.iter().map(|s| s.to_string()).collect()),
+        from_fork: false,
     }
 }
 
@@ -154,6 +155,7 @@ fn unresolvable_runs_on_is_reported_as_such() {
         name: String::new(),
         queued_at_ms: None,
         labels: RunsOn::Unresolvable("${{ matrix.os }}".into()),
+        from_fork: false,
     });
     let why = explain(&v);
     assert_eq!(why[0].reason, Reason::Unresolvable { raw: "[]".into() });
