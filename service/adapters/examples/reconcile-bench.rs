@@ -68,7 +68,12 @@ impl RunnerHostPort for AliveHost {
     async fn read_sidecar(&self, _: &AttemptId) -> Result<Option<u64>, HostError> {
         Ok(None)
     }
-    async fn spawn(&self, _: &Path, _: JitSecret) -> Result<ProcessIdentity, HostError> {
+    async fn spawn(
+        &self,
+        _: &Path,
+        _: JitSecret,
+        _: &rm_agent::SpawnFor,
+    ) -> Result<ProcessIdentity, HostError> {
         Err(HostError::SpawnFailed {
             detail: "bench".into(),
         })

@@ -4,11 +4,12 @@
 //! a scrub removes it only after the runtime is gone), processes identified by pid + start
 //! time, and the host checks of `rm_runner::doctor` over the host's own settings.
 
-use rm_agent::{HostError, JitSecret, RunnerHostPort, ScrubError};
+use rm_agent::{HostError, JitSecret, RunnerHostPort, ScrubError, SpawnFor};
+use rm_core::caches::CacheAccess;
 use rm_core::{AttemptId, Evidence, HostCheck, ProcessIdentity};
 use rm_runner::{
-    InstalledPackage, JitConfig, PackageId, PackageSource, Platform, ProcessState, RunnerHost,
-    Runtime, RuntimeName,
+    CachePlan, InstalledPackage, JitConfig, PackageId, PackageSource, Platform, ProcessState,
+    RunnerHost, Runtime, RuntimeName,
 };
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -195,17 +196,31 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         .await
     }
 
-    async fn spawn(&self, runtime: &Path, jit: JitSecret) -> Result<ProcessIdentity, HostError> {
+    async fn spawn(
+        &self,
+        runtime: &Path,
+        jit: JitSecret,
+        spawn_for: &SpawnFor,
+    ) -> Result<ProcessIdentity, HostError> {
         let rt = self
             .runtime_for(runtime)
             .ok_or_else(|| HostError::SpawnFailed {
                 detail: format!("{} is not a prepared runtime", runtime.display()),
             })?;
         let host = Arc::clone(&self.host);
+        let setting = host.config().caches.for_policy(spawn_for.policy);
+        let plan = CachePlan {
+            namespace: setting.effective(&spawn_for.target),
+            access: CacheAccess::for_jobs(spawn_for.fork_jobs),
+            tool_cache: true,
+        };
+        if plan.access == CacheAccess::ReadOnly && plan.namespace.is_some() {
+            tracing::info!(runtime = %runtime.display(), gh_target = %spawn_for.target, "a queued job comes from a fork: this runner reads the caches and does not write them");
+        }
         tokio::task::spawn_blocking(move || {
             let config = JitConfig::new(jit.expose());
             drop(jit);
-            host.spawn(&rt, &config)
+            host.spawn(&rt, &config, Some(&plan))
                 .map(|run| run.identity)
                 .map_err(|e| HostError::SpawnFailed {
                     detail: e.to_string(),

@@ -6,14 +6,14 @@ use crate::clock::Clock;
 use crate::events::{EventKind, LaunchFailure, LaunchTimings};
 use crate::ids::next_attempt_id;
 use crate::ports::{
-    ActiveCounts, DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort,
+    ActiveCounts, DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort, SpawnFor,
 };
 use crate::target_loop::{JobsSeen, TargetLoop};
 use crate::why::{demand_unread, note_runners};
 use rm_core::{
-    allocate, match_demand_for_runner, Allocation, AllocationInput, Attempt, AttemptId, Evidence,
-    FailureReason, Outcome, PassStop, PassView, Policy, PolicyDemand, PolicyId, PolicyState,
-    Timestamp,
+    allocate, job_matches_runner, match_demand_for_runner, Allocation, AllocationInput, Attempt,
+    AttemptId, Evidence, FailureReason, Outcome, PassStop, PassView, Policy, PolicyDemand,
+    PolicyId, PolicyState, RunsOn, Timestamp,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -32,6 +32,8 @@ struct Reservation {
     policy: Policy,
     started: Timestamp,
     lock_wait: Duration,
+    /// A queued job the runner may take comes from a fork (its caches are read-only).
+    fork_jobs: bool,
 }
 
 impl<J, G, H, C> TargetLoop<J, G, H, C>
@@ -223,8 +225,12 @@ where
                     .flatten();
             }
             let demand = demand_of(counts, policy);
+            let fork_jobs = snapshot.jobs.iter().any(|j| {
+                j.from_fork
+                    && matches!(&j.labels, RunsOn::Labels(l) if job_matches_runner(policy.labels(), self.config.os, self.config.arch, l))
+            });
             for _ in 0..grant.to_start.min(allowed) {
-                match self.reserve(policy, demand, &has_job).await {
+                match self.reserve(policy, demand, &has_job, fork_jobs).await {
                     Some(r) => reservations.push(r),
                     None => {
                         // The room went while the lock was awaited: say what held it.
@@ -287,6 +293,7 @@ where
         policy: &Policy,
         demand: u32,
         has_job: &BTreeSet<String>,
+        fork_jobs: bool,
     ) -> Option<Reservation> {
         let started = self.now();
         let _guard = self.shared.allocation_lock.lock().await;
@@ -335,6 +342,7 @@ where
             policy: policy.clone(),
             started,
             lock_wait,
+            fork_jobs,
         })
     }
 
@@ -345,6 +353,7 @@ where
             policy,
             started,
             lock_wait,
+            fork_jobs,
         } = r;
         let host = &self.ports.host;
 
@@ -411,7 +420,12 @@ where
 
         // 4. Spawn with the secret, then journal `starting`.
         let t = self.now();
-        let process = match host.spawn(&runtime, config).await {
+        let spawn_for = SpawnFor {
+            policy: policy.id(),
+            target: self.target.clone(),
+            fork_jobs,
+        };
+        let process = match host.spawn(&runtime, config, &spawn_for).await {
             Ok(p) => p,
             Err(e) => {
                 let failure = LaunchFailure::Spawn {

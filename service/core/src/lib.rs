@@ -9,6 +9,7 @@ mod text;
 
 pub mod allocator;
 pub mod attempt;
+pub mod caches;
 pub mod demand;
 pub mod fitness;
 pub mod host;

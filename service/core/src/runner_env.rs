@@ -145,6 +145,13 @@ pub fn check_name(name: &str) -> Result<(), EnvVarError> {
             why,
         });
     }
+    if crate::caches::cache_vars().any(|v| v.eq_ignore_ascii_case(name)) {
+        return Err(EnvVarError::Reserved {
+            name: name.to_owned(),
+            why: "the service points it at the target's dependency cache; turn a target's \
+                  caches off with `runner-manager repo set OWNER/REPO --cache off`",
+        });
+    }
     Ok(())
 }
 
@@ -267,6 +274,9 @@ mod tests {
             "TMP",
             "TEMP",
             "GITHUB_WORKSPACE",
+            "npm_config_cache",
+            "CARGO_HOME",
+            "GOCACHE",
         ] {
             let e = check_name(name).unwrap_err();
             assert!(matches!(e, EnvVarError::Reserved { .. }), "{name}: {e}");

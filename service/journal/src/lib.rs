@@ -9,6 +9,7 @@
 //! and wait up to [`BUSY_TIMEOUT`] for it.
 
 mod attempts;
+mod caches;
 mod codec;
 mod error;
 mod hosts;
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 
 pub use attempts::ActiveAttempt;
+pub use caches::HostCacheSettings;
 pub use error::{JournalError, RefusalReason, CORRUPT_FIX};
 pub use hosts::HostRecord;
 pub use meta::keys as meta_keys;

@@ -153,7 +153,25 @@ CREATE TABLE runner_env (
 ) STRICT;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+/// Version 7: the caches. A target's own cache settings (`repo set --cache on|off`,
+/// `--cache-namespace NAME`; NULL, or no row, is the default), going with its policy, and the
+/// host's (`host set-cache-size`, the tool cache switch), one row at most.
+const V7: &str = r#"
+CREATE TABLE policy_cache (
+    policy_id INTEGER PRIMARY KEY NOT NULL REFERENCES policies (id) ON DELETE CASCADE,
+    enabled   INTEGER CHECK (enabled IS NULL OR enabled IN (0, 1)),
+    namespace TEXT CHECK (namespace IS NULL OR length(namespace) BETWEEN 1 AND 64)
+) STRICT;
+
+CREATE TABLE cache_settings (
+    slot          INTEGER PRIMARY KEY CHECK (slot = 1),
+    cap_bytes     INTEGER NOT NULL CHECK (cap_bytes >= 0),
+    tool_cache    INTEGER NOT NULL CHECK (tool_cache IN (0, 1)),
+    updated_at_ms INTEGER NOT NULL
+) STRICT;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -11,6 +11,7 @@
 //! silently ignored), while responses and watch messages accept them and read unknown enum
 //! values as `unknown`, so an older client keeps working against a newer service.
 
+pub mod caches;
 pub mod error;
 pub mod model;
 pub mod paths;
@@ -34,6 +35,9 @@ pub mod server;
 #[cfg(all(windows, any(feature = "client", feature = "server")))]
 mod win32;
 
+pub use caches::{
+    CacheClear, CacheCleared, CacheEntry, CachesReport, HostCachesChange, TargetCache,
+};
 pub use error::{ApiError, ErrorBody, ErrorCode};
 pub use paths::{Route, TargetRef, TargetRefError};
 pub use pipe::pipe_name;

@@ -24,6 +24,12 @@ pub const HOST_CAPACITY: &str = "/v1/host/capacity";
 pub const HOST_ADMISSION: &str = "/v1/host/admission";
 /// The host's runner environment (variables given to every runner).
 pub const HOST_ENV: &str = "/v1/host/env";
+/// The host's cache settings (size cap, tool cache).
+pub const HOST_CACHES: &str = "/v1/host/caches";
+/// What is cached (`GET`).
+pub const CACHES: &str = "/v1/caches";
+/// Remove caches (`POST`, operators).
+pub const CACHES_CLEAR: &str = "/v1/caches/clear";
 /// The host checks, run now (`runner-manager host doctor`).
 pub const HOST_DOCTOR: &str = "/v1/host/doctor";
 /// Why queued jobs have no runner (see [`crate::why`]).
@@ -181,6 +187,9 @@ pub enum Route {
     SetHostAdmission,
     HostEnv,
     ChangeHostEnv,
+    Caches,
+    ClearCaches,
+    SetHostCaches,
     HostDoctor,
     Why,
     Pause,
@@ -207,6 +216,9 @@ impl Route {
             HOST_CAPACITY => &["PUT"],
             HOST_ADMISSION => &["PATCH"],
             HOST_ENV => &["GET", "PATCH"],
+            HOST_CACHES => &["PATCH"],
+            CACHES => &["GET"],
+            CACHES_CLEAR => &["POST"],
             HOST_DOCTOR => &["GET"],
             WHY => &["GET"],
             PAUSE | RESUME => &["POST"],
@@ -237,6 +249,9 @@ impl Route {
             (HOST_ADMISSION, "PATCH") => Route::SetHostAdmission,
             (HOST_ENV, "GET") => Route::HostEnv,
             (HOST_ENV, "PATCH") => Route::ChangeHostEnv,
+            (HOST_CACHES, "PATCH") => Route::SetHostCaches,
+            (CACHES, "GET") => Route::Caches,
+            (CACHES_CLEAR, "POST") => Route::ClearCaches,
             (HOST_DOCTOR, "GET") => Route::HostDoctor,
             (WHY, "GET") => Route::Why,
             (PAUSE, "POST") => Route::Pause,
@@ -261,6 +276,7 @@ impl Route {
                 | Route::Targets
                 | Route::UpdateStatus
                 | Route::Why
+                | Route::Caches
                 // Values are answered to operators only (the handler withholds them).
                 | Route::HostEnv
         )
@@ -276,6 +292,8 @@ impl Route {
                 | Route::SetHostCapacity
                 | Route::SetHostAdmission
                 | Route::ChangeHostEnv
+                | Route::SetHostCaches
+                | Route::ClearCaches
                 | Route::Pause
                 | Route::Resume
                 | Route::StartSignIn
@@ -411,6 +429,14 @@ mod tests {
         assert!(!Route::SetHostAdmission.is_read_only() && Route::SetHostAdmission.takes_body());
         // The runner environment: read by readers (names only), changed by operators.
         assert_eq!(Route::resolve("GET", HOST_ENV).unwrap(), Route::HostEnv);
+        assert_eq!(Route::resolve("GET", CACHES).unwrap(), Route::Caches);
+        assert!(Route::Caches.is_read_only() && !Route::Caches.takes_body());
+        let clear = Route::resolve("POST", CACHES_CLEAR).unwrap();
+        assert!(!clear.is_read_only() && clear.takes_body());
+        let cap = Route::resolve("PATCH", HOST_CACHES).unwrap();
+        assert_eq!(cap, Route::SetHostCaches);
+        assert!(!cap.is_read_only() && cap.takes_body());
+        assert!(Route::resolve("DELETE", CACHES).is_err());
         assert_eq!(
             Route::resolve("PATCH", HOST_ENV).unwrap(),
             Route::ChangeHostEnv

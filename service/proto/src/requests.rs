@@ -69,6 +69,9 @@ pub struct TargetUpdate {
     /// follows the host's setting; all `null` clears them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<crate::status::TargetAdmission>,
+    /// The target's own cache settings, replacing what it had (all `null`: the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::caches::TargetCache>,
 }
 
 impl TargetUpdate {

@@ -313,6 +313,9 @@ pub struct TargetStatus {
     /// The target's own memory admission settings (`null`: it follows the host's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<TargetAdmission>,
+    /// The target's own cache settings (`null`: the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::caches::TargetCache>,
 }
 
 /// A target's own memory admission settings over the host's; a `null` field follows the host.

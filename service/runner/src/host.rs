@@ -2,7 +2,8 @@
 //! them, with blocking filesystem work moved off the async threads and a bound on how many
 //! runtimes are prepared at once.
 
-use crate::account::{AccountError, RunAs};
+use crate::account::{AccountError, ResolvedRunAs, RunAs};
+use crate::caches::{CacheOwners, CachePlan, CacheSettings, Caches, CachesError};
 use crate::evidence::{read_evidence, Evidence, EvidenceError};
 use crate::materialize::{
     materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport,
@@ -33,6 +34,8 @@ pub struct RunnerHostConfig {
     /// The host's runner environment, given to each runner at its spawn (shared: whoever
     /// holds a clone changes it for every later runner).
     pub env: RunnerEnv,
+    /// The caches' size cap and tool cache switch (shared, like `env`).
+    pub caches: CacheSettings,
 }
 
 impl RunnerHostConfig {
@@ -47,6 +50,7 @@ impl RunnerHostConfig {
             copy: CopyMethod::Auto,
             copy_threads: crate::materialize::default_threads(),
             env: RunnerEnv::default(),
+            caches: CacheSettings::default(),
         }
     }
 }
@@ -67,6 +71,8 @@ pub enum HostError {
     Evidence(#[from] EvidenceError),
     #[error(transparent)]
     Scrub(#[from] ScrubError),
+    #[error(transparent)]
+    Caches(#[from] CachesError),
     #[error("a runner host task failed: {0}")]
     Task(String),
 }
@@ -85,6 +91,9 @@ pub struct RunnerHost<S> {
     cache: Arc<PackageCache<S>>,
     root: Arc<RunnerRoot>,
     processes: ProcessHost,
+    /// `None` when the caches' directory could not be set up (logged; runners then start
+    /// without caches).
+    caches: Option<Arc<Caches>>,
     prepares: tokio::sync::Semaphore,
     copy: CopyMethod,
     copy_threads: usize,
@@ -104,6 +113,34 @@ impl<S: PackageSource> RunnerHost<S> {
         let run_as = config.run_as.resolve()?;
         let cache = PackageCache::open(&config.cache_dir, source)?;
         let root = RunnerRoot::prepare(&config.runner_root, run_as)?;
+        let owners = match run_as {
+            ResolvedRunAs::ServiceUser => CacheOwners::Single { runner: None },
+            ResolvedRunAs::Fixed(o) => CacheOwners::Single { runner: Some(o) },
+            ResolvedRunAs::Pool {
+                gid,
+                first_uid,
+                count,
+            } => CacheOwners::Groups {
+                runner_gid: gid,
+                // Group ids from the same numbers as the runners' user ids: far from any
+                // system or login group.
+                first_gid: first_uid,
+                count,
+            },
+        };
+        let platform =
+            crate::Platform::current().map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+        let caches = match Caches::open(&config.runner_root, owners, &platform) {
+            Ok(c) => {
+                let c = Arc::new(c);
+                config.caches.set_caches(Arc::clone(&c));
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the caches could not be set up; runners start without them");
+                None
+            }
+        };
         let (max_prepares, copy, copy_threads) = (
             config.max_concurrent_prepares,
             config.copy,
@@ -114,6 +151,7 @@ impl<S: PackageSource> RunnerHost<S> {
             cache: Arc::new(cache),
             root: Arc::new(root),
             processes: ProcessHost::new(),
+            caches,
             prepares: tokio::sync::Semaphore::new(max_prepares.max(1)),
             copy,
             copy_threads: copy_threads.max(1),
@@ -186,17 +224,44 @@ impl<S: PackageSource> RunnerHost<S> {
         .await
     }
 
-    /// Starts the listener in a prepared runtime.
+    /// The caches, when they could be set up.
+    pub fn caches(&self) -> Option<&Arc<Caches>> {
+        self.caches.as_ref()
+    }
+
+    /// Starts the listener in a prepared runtime, with the caches `plan` gives it (blocking:
+    /// a read-only runner's caches are copied).
     pub fn spawn(
         &self,
         runtime: &Runtime,
         jit_config: &JitConfig,
+        plan: Option<&CachePlan>,
     ) -> Result<SpawnedRunner, HostError> {
+        let mut extra_env = self.config.env.get().to_vec();
+        let mut groups = None;
+        if let (Some(caches), Some(plan)) = (&self.caches, plan) {
+            let plan = CachePlan {
+                tool_cache: plan.tool_cache && self.config.caches.tool_cache(),
+                ..plan.clone()
+            };
+            match caches.prepare(runtime, &plan) {
+                Ok(prepared) => {
+                    // After the host's environment: the caches' variables are the service's.
+                    extra_env.extend(prepared.env);
+                    groups = prepared.groups;
+                }
+                // A job without caches is slower, not wrong: it still runs.
+                Err(e) => {
+                    tracing::warn!(runtime = %runtime.path.display(), error = %e, "the runner starts without caches")
+                }
+            }
+        }
         Ok(self.processes.spawn(&SpawnRequest {
             runtime: &runtime.path,
             jit_config,
             owner: runtime.owner,
-            extra_env: self.config.env.get().to_vec(),
+            extra_env,
+            groups,
         })?)
     }
 
@@ -223,8 +288,22 @@ impl<S: PackageSource> RunnerHost<S> {
     /// [`crate::ScrubRetry`].
     pub async fn scrub(&self, name: &RuntimeName) -> Result<ScrubReport, HostError> {
         let (root, name) = (Arc::clone(&self.root), name.clone());
+        let caches = self.caches.clone();
+        let cap = self.config.caches.cap_bytes();
         blocking(move || {
             let report = scrub(&root.runtime_path(&name))?;
+            if let Some(caches) = caches {
+                // The runtime is gone: its leases end, then the caches are brought under
+                // the cap between jobs. Neither undoes the scrub if it fails.
+                if let Err(e) = caches.release(name.as_str()) {
+                    tracing::warn!(runtime = %name, error = %e, "the runner's cache leases could not be released");
+                }
+                match caches.prune(cap) {
+                    Ok(r) if !r.removed.is_empty() => tracing::info!(removed = r.removed.len(), cap, "caches pruned to the size cap"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "the caches could not be pruned"),
+                }
+            }
             root.remove_sidecar(&name)?;
             Ok(report)
         })

@@ -14,9 +14,11 @@
 //! - [`scrub`]: remove a runtime without following links out of it, with a retry schedule.
 //! - [`doctor`]: the host fitness checks (`runner-manager host doctor`).
 //! - [`runner_env`]: the host's runner environment, read at each spawn.
+//! - [`caches`]: the tool cache and the dependency caches runners share, who may write them.
 //! - [`host`]: all of the above behind one handle, in the order a launch uses them.
 
 pub mod account;
+pub mod caches;
 pub mod doctor;
 pub mod evidence;
 pub mod host;
@@ -33,6 +35,10 @@ pub mod secret;
 pub use account::{
     ensure_runner_account, lookup_account, AccountError, ResolvedRunAs, RunAs, RunnerAccount,
     DEFAULT_RUNNER_ACCOUNT,
+};
+pub use caches::{
+    CacheOwners, CachePlan, CacheSettings, Caches, CachesError, ClearFilter, EntryInfo,
+    PreparedCaches, Removal, RunnerGroups,
 };
 pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError, EvidenceKind};
 pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};

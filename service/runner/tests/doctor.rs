@@ -52,6 +52,7 @@ async fn a_parent_left_0700_is_named_and_really_stops_the_runner() {
             jit_config: &JitConfig::new("x"),
             owner: rt.owner,
             extra_env: Vec::new(),
+            groups: None,
         })
     };
 
@@ -145,6 +146,7 @@ async fn a_listener_that_is_not_executable_is_named() {
             jit_config: &JitConfig::new("x"),
             owner: None,
             extra_env: Vec::new(),
+            groups: None,
         })
         .unwrap_err();
     assert!(format!("{err}").contains("no executable"), "{err}");

@@ -43,7 +43,9 @@ async fn one_attempt_end_to_end() {
     host.root().write_sidecar(&name, 77).unwrap();
     assert_eq!(host.root().read_sidecar(&name).unwrap(), Some(77));
 
-    let spawned = host.spawn(&prepared.runtime, &JitConfig::new("x")).unwrap();
+    let spawned = host
+        .spawn(&prepared.runtime, &JitConfig::new("x"), None)
+        .unwrap();
     poll(Duration::from_secs(10), || {
         prepared.runtime.path.join("ready").exists().then_some(())
     })

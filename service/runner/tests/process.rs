@@ -54,6 +54,7 @@ fn spawn_script(host: &ProcessHost, rt: &Runtime, mode: &str) -> ProcessIdentity
             jit_config: &jit,
             owner: rt.owner,
             extra_env: vec![("RM_TEST_MODE".into(), mode.into())],
+            groups: None,
         })
         .unwrap();
     poll(WAIT, || rt.path.join("ready").exists().then_some(())).expect("listener got ready");
@@ -96,6 +97,7 @@ async fn fake_listener_stays_alive_retrying_and_the_secret_is_only_in_its_enviro
             jit_config: &jit,
             owner: None,
             extra_env: vec![],
+            groups: None,
         })
         .unwrap();
     let id = spawned.identity;
@@ -217,6 +219,7 @@ async fn exit_status_is_reported_and_no_zombie_is_left() {
             jit_config: &jit,
             owner: None,
             extra_env: vec![("RM_TEST_MODE".into(), "exit3".into())],
+            groups: None,
         })
         .unwrap()
         .identity;
@@ -285,6 +288,7 @@ async fn a_root_runner_is_refused_unless_explicitly_allowed() {
         jit_config: &JitConfig::new("x"),
         owner: Some(rm_runner::Ownership { uid: 0, gid: 0 }),
         extra_env: vec![],
+        groups: None,
     };
     let err = ProcessHost::new().spawn(&req).unwrap_err();
     assert!(
@@ -314,6 +318,7 @@ async fn spawn_refuses_a_runtime_without_a_listener() {
             jit_config: &JitConfig::new("x"),
             owner: None,
             extra_env: vec![],
+            groups: None,
         })
         .unwrap_err();
     assert!(

@@ -2,7 +2,7 @@
 //! and scrubbing.
 
 use crate::secret::JitSecret;
-use rm_core::{AttemptId, Evidence, HostCheck, ProcessIdentity};
+use rm_core::{AttemptId, Evidence, HostCheck, PolicyId, ProcessIdentity, Target};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +32,16 @@ pub struct ScrubError {
     pub detail: String,
 }
 
+/// Whom a runner is started for: its caches follow from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnFor {
+    pub policy: PolicyId,
+    pub target: Target,
+    /// A queued job the runner may take comes from a pull request of a fork: it reads the
+    /// caches and never writes them.
+    pub fork_jobs: bool,
+}
+
 /// What the agent asks of the machine. Every path is an attempt's runtime directory.
 pub trait RunnerHostPort: Send + Sync + 'static {
     /// Where `attempt`'s runtime directory is (or would be), without touching it.
@@ -55,11 +65,13 @@ pub trait RunnerHostPort: Send + Sync + 'static {
         attempt: &AttemptId,
     ) -> impl Future<Output = Result<Option<u64>, HostError>> + Send;
 
-    /// Starts the listener with the JIT config in its environment only.
+    /// Starts the listener with the JIT config in its environment only, and the caches
+    /// `spawn_for` is allowed.
     fn spawn(
         &self,
         runtime: &Path,
         jit: JitSecret,
+        spawn_for: &SpawnFor,
     ) -> impl Future<Output = Result<ProcessIdentity, HostError>> + Send;
 
     /// Whether that exact process (pid and start time) is still running.
@@ -124,8 +136,9 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
         &self,
         runtime: &Path,
         jit: JitSecret,
+        spawn_for: &SpawnFor,
     ) -> impl Future<Output = Result<ProcessIdentity, HostError>> + Send {
-        (**self).spawn(runtime, jit)
+        (**self).spawn(runtime, jit, spawn_for)
     }
     fn inspect(
         &self,

@@ -11,5 +11,5 @@ mod journal;
 pub use github::{
     DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, RunnerStatus, RunnerView,
 };
-pub use host::{HostError, RunnerHostPort, ScrubError};
+pub use host::{HostError, RunnerHostPort, ScrubError, SpawnFor};
 pub use journal::{ActiveCounts, JournalError, JournalPort};

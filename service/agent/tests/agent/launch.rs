@@ -759,3 +759,21 @@ async fn the_runners_own_diagnostics_tell_busy_too() {
     );
     assert_eq!(lp.pass().await.launched, 0);
 }
+
+#[tokio::test]
+async fn a_runner_that_may_take_a_forks_job_is_started_to_read_the_caches_only() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 1);
+    // A second queued job, from a fork's pull request: the runner started for it (it may take
+    // either job) must not write the caches.
+    h.github.set_jobs(2);
+    h.github.state.lock().unwrap().jobs[1].from_fork = true;
+    assert_eq!(lp.pass().await.launched, 1);
+    let spawned = h.host.state.lock().unwrap().spawned_for.clone();
+    assert_eq!(spawned.len(), 2, "{spawned:?}");
+    assert!(!spawned[0].fork_jobs, "only trusted jobs were queued");
+    assert!(spawned[1].fork_jobs, "a fork's job was queued");
+    assert_eq!(spawned[1].target, target());
+}

@@ -6,7 +6,7 @@
 use rm_agent::{
     ActiveCounts, AgentEvent, DeleteOutcome, DemandSnapshot, EventKind, FakeClock, GhError,
     GitHubPort, HostError, HostShared, Jit, JitSecret, JournalError, JournalPort, Ports,
-    RunnerHostPort, RunnerStatus, RunnerView, ScrubError, TargetLoop,
+    RunnerHostPort, RunnerStatus, RunnerView, ScrubError, SpawnFor, TargetLoop,
 };
 use rm_core::{
     Attempt, AttemptId, AttemptState, Evidence, HostCheck, JobDemand, LabelSet, Observed, Policy,
@@ -471,6 +471,8 @@ pub struct HState {
     pub scrubbed: Vec<PathBuf>,
     pub stops: Vec<ProcessIdentity>,
     pub secrets: Vec<String>,
+    /// Whom each runner was spawned for, in order.
+    pub spawned_for: Vec<SpawnFor>,
     pub materialize_error: Option<HostError>,
     pub spawn_error: Option<HostError>,
     pub preparing: u32,
@@ -581,8 +583,18 @@ impl RunnerHostPort for FakeHost {
         Ok(self.state.lock().unwrap().sidecars.get(attempt).copied())
     }
 
-    async fn spawn(&self, runtime: &Path, jit: JitSecret) -> Result<ProcessIdentity, HostError> {
+    async fn spawn(
+        &self,
+        runtime: &Path,
+        jit: JitSecret,
+        spawn_for: &SpawnFor,
+    ) -> Result<ProcessIdentity, HostError> {
         push(&self.log, "host.spawn");
+        self.state
+            .lock()
+            .unwrap()
+            .spawned_for
+            .push(spawn_for.clone());
         let mut st = self.state.lock().unwrap();
         if let Some(e) = st.spawn_error.clone() {
             return Err(e);

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod backend;
 pub mod backend_api;
+mod cache;
 mod daemon;
 mod output;
 mod update;
@@ -86,6 +87,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The caches runners share: the tool cache (toolchains `setup-*` actions install) and
+    /// each repository's dependency caches (npm, pip, cargo, Go…).
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Run the service in the foreground.
     #[command(subcommand)]
     Daemon(DaemonCommand),
@@ -214,6 +219,14 @@ pub struct SetArgs {
     /// Memory kept free for you when one of this target's runners starts, in MiB, or host.
     #[arg(long, value_name = "MB|host", value_parser = parse_own_headroom_mb, allow_negative_numbers = true)]
     pub memory_headroom_mb: Option<Own<u64>>,
+    /// This target's dependency caches: on, off, or default (on for a repository, off for an
+    /// organization).
+    #[arg(long, value_name = "on|off|default", value_parser = parse_cache_switch)]
+    pub cache: Option<Own<bool>>,
+    /// Share the dependency caches with every target given the same NAME (e.g. repositories
+    /// of one monorepo family), or `own` for the target's own.
+    #[arg(long, value_name = "NAME|own", value_parser = parse_cache_namespace)]
+    pub cache_namespace: Option<Own<String>>,
     /// Try a target that stopped (`repair_required`, launches kept failing) again, once what
     /// `runner-manager status` names is fixed; the host checks run first.
     #[arg(long)]
@@ -243,6 +256,42 @@ fn parse_own_switch(text: &str) -> Result<Own<bool>, String> {
         "host" => Ok(Own::Host),
         other => Err(format!("'{other}' is not on, off or host")),
     }
+}
+
+fn parse_cache_switch(text: &str) -> Result<Own<bool>, String> {
+    match text {
+        "on" => Ok(Own::Value(true)),
+        "off" => Ok(Own::Value(false)),
+        "default" => Ok(Own::Host),
+        other => Err(format!("'{other}' is not on, off or default")),
+    }
+}
+
+fn parse_cache_namespace(text: &str) -> Result<Own<String>, String> {
+    if text == "own" {
+        return Ok(Own::Host);
+    }
+    rm_core::caches::Namespace::shared(text)
+        .map(|_| Own::Value(text.to_owned()))
+        .map_err(|e| e.to_string())
+}
+
+/// The target's own cache settings after `s`'s flags (`None`: no such flag given).
+fn own_cache_change(
+    s: &SetArgs,
+    current: Option<rm_proto::TargetCache>,
+) -> Option<rm_proto::TargetCache> {
+    if s.cache.is_none() && s.cache_namespace.is_none() {
+        return None;
+    }
+    let mut next = current.unwrap_or_default();
+    if let Some(v) = s.cache {
+        next.enabled = v.into_option();
+    }
+    if let Some(v) = &s.cache_namespace {
+        next.namespace = v.clone().into_option();
+    }
+    Some(next)
 }
 
 /// The most MiB a target's admission numbers may name (1 TiB: catches a unit mistake).
@@ -341,11 +390,36 @@ pub enum HostCommand {
         #[arg(long, value_enum, value_name = "on|off")]
         idle_only: Option<daemon::OnOff>,
     },
+    /// How much disk the dependency caches may use (e.g. 10GiB, 512MiB; least recently used
+    /// caches are removed between jobs beyond it).
+    SetCacheSize {
+        #[arg(value_name = "SIZE")]
+        size: String,
+    },
     /// The runner environment: variables given to every runner of this host (proxy
     /// settings, PATH additions). Applied to runners started after a change (no restart).
     /// Secrets belong in GitHub's secrets, not here.
     #[command(subcommand)]
     Env(EnvCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// What is cached: size per target and tool, hits, what running jobs use.
+    Show {
+        /// Only this target's (`owner/repo` or an organization).
+        target: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove caches (those running jobs use are left, and named).
+    Clear {
+        /// Only this target's (`owner/repo` or an organization).
+        target: Option<String>,
+        /// Only this tool's (npm, pip, cargo, go…; `tool-cache` for the tool cache).
+        #[arg(long, value_name = "TOOL")]
+        tool: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -524,6 +598,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             set_admission(&data_dir, &socket, offline, &change, "set-rules")
         }
         Command::Host(HostCommand::Env(cmd)) => env_command(&data_dir, &socket, offline, cmd),
+        Command::Host(HostCommand::SetCacheSize { .. }) if offline => Err(Failure::usage(
+            "`host set-cache-size` asks the running service (it owns the caches): drop `--offline`",
+        )),
+        Command::Host(HostCommand::SetCacheSize { size }) => cache::set_size(&socket, &size),
         Command::Status { watch: true, .. } if offline => Err(Failure::usage(
             "`status --watch` follows the running service: drop `--offline`",
         )),
@@ -547,6 +625,15 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
             "`why` asks the running service (its loops decide): drop `--offline`",
         )),
         Command::Why { target, json } => why::run(&socket, target.as_deref(), json),
+        Command::Cache(_) if offline => Err(Failure::usage(
+            "`cache` asks the running service (it owns the caches): drop `--offline`",
+        )),
+        Command::Cache(CacheCommand::Show { target, json }) => {
+            cache::show(&socket, target.as_deref(), json)
+        }
+        Command::Cache(CacheCommand::Clear { target, tool }) => {
+            cache::clear(&socket, target.as_deref(), tool.as_deref())
+        }
         Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
         Command::Update { .. } if offline => Err(Failure::usage(
             "`update` asks the running service (it is the one that updates): drop `--offline`",
@@ -796,6 +883,12 @@ fn offline_target_command(
                      applies them at once): drop `--offline`",
                 ));
             }
+            if own_cache_change(&s, None).is_some() {
+                return Err(Failure::usage(
+                    "a target's cache settings change through the running service (it owns the \
+                     caches): drop `--offline`",
+                ));
+            }
             if change.capacity.is_none()
                 && change.min_capacity.is_none()
                 && change.enabled.is_none()
@@ -911,6 +1004,10 @@ fn api_target_command(
                 Some(_) => own_admission_change(&s, api.target(&target)?.admission),
                 None => None,
             };
+            let cache = match own_cache_change(&s, None) {
+                Some(_) => own_cache_change(&s, api.target(&target)?.cache),
+                None => None,
+            };
             let change = rm_proto::TargetUpdate {
                 revision: 0,
                 max_capacity: s.max_runners,
@@ -924,12 +1021,13 @@ fn api_target_command(
                 monitor_only: s.monitor_only.then_some(true),
                 retry: s.retry.then_some(true),
                 admission,
+                cache,
             };
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
                      --monitor-only, --label, --enable, --disable, --retry, --memory-admission, \
-                     --runner-memory-mb, --memory-headroom-mb (see `runner-manager {noun} set --help`)"
+                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace (see `runner-manager {noun} set --help`)"
                 )));
             }
             let updated = api.update_target(&target, &change)?;

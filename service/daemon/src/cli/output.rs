@@ -169,7 +169,7 @@ fn when(t: rm_proto::UnixMillis) -> String {
 pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
     let (cap, profile) = capacity_and_profile(t.max_capacity, &t.profile);
     format!(
-        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}",
+        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}{}",
         t.target,
         wire(&t.state),
         if t.enabled { "" } else { ", disabled" },
@@ -177,8 +177,22 @@ pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
         t.demand.queued,
         t.active_runners,
         t.labels.join(","),
-        own_admission_text(t.admission.as_ref())
+        own_admission_text(t.admission.as_ref()),
+        own_cache_text(t.cache.as_ref())
     )
+}
+
+/// ` · cache: off` / ` · cache: shared team-a` for a target with its own cache settings.
+fn own_cache_text(c: Option<&rm_proto::TargetCache>) -> String {
+    let Some(c) = c else {
+        return String::new();
+    };
+    match (c.enabled, &c.namespace) {
+        (Some(false), _) => " · cache: off".to_owned(),
+        (_, Some(ns)) => format!(" · cache: shared {ns}"),
+        (Some(true), None) => " · cache: on".to_owned(),
+        (None, None) => String::new(),
+    }
 }
 
 /// ` · admission: memory off, runner 6144 MiB` for a target with its own settings.

@@ -74,6 +74,51 @@ fn own_admission(a: rm_proto::TargetAdmission) -> Result<rm_journal::PolicyAdmis
     })
 }
 
+/// A target's own cache settings as sent, checked.
+fn own_cache(c: rm_proto::TargetCache) -> Result<rm_core::caches::CacheSetting, ApiError> {
+    let namespace = c
+        .namespace
+        .map(|n| rm_core::caches::Namespace::shared(&n))
+        .transpose()
+        .map_err(|e| bad(format!("cache.namespace: {e}")))?;
+    Ok(rm_core::caches::CacheSetting {
+        enabled: c.enabled,
+        namespace,
+    })
+}
+
+/// What the caches hold, as answered.
+fn caches_report(daemon: &super::state::Daemon) -> rm_proto::CachesReport {
+    let settings = &daemon.caches;
+    let (root, entries) = match settings.caches() {
+        Some(c) => {
+            let entries = c.entries().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the caches could not be read");
+                Vec::new()
+            });
+            (c.root().display().to_string(), entries)
+        }
+        None => (String::new(), Vec::new()),
+    };
+    rm_proto::CachesReport {
+        cap_bytes: settings.cap_bytes(),
+        tool_cache: settings.tool_cache(),
+        root,
+        entries: entries.iter().map(cache_entry).collect(),
+    }
+}
+
+fn cache_entry(e: &rm_runner::EntryInfo) -> rm_proto::CacheEntry {
+    rm_proto::CacheEntry {
+        namespace: e.namespace.as_ref().map(ToString::to_string),
+        tool: e.tool.clone(),
+        bytes: e.bytes,
+        hits: e.hits,
+        last_used_ms: e.last_used_ms,
+        in_use: e.in_use,
+    }
+}
+
 /// The runner environment as answered: values only when `values` (an operator asks).
 fn host_env_answer(vars: &std::collections::BTreeMap<String, String>, values: bool) -> HostEnv {
     HostEnv {
@@ -366,6 +411,8 @@ impl Handler for Api {
             policy.set_labels(set);
         }
         let own = req.admission.map(own_admission).transpose()?;
+        let own_cache = req.cache.map(own_cache).transpose()?;
+        let cache_stored = own_cache.clone();
         let retry = req.retry == Some(true);
         if retry {
             self.prepare_retry(&target, &mut policy).await?;
@@ -378,6 +425,9 @@ impl Handler for Api {
                 if let Some(own) = &own {
                     j.put_policy_admission(stored.id(), own)?;
                 }
+                if let Some(own) = &cache_stored {
+                    j.put_policy_cache(stored.id(), own)?;
+                }
                 Ok(stored)
             })
             .await
@@ -385,6 +435,10 @@ impl Handler for Api {
         if let Some(own) = own {
             self.daemon.admission.set_own(stored.id(), own);
             tracing::info!(uid = peer.uid, gh_target = %target.name, settings = ?own, "target admission settings changed");
+        }
+        if let Some(own) = own_cache {
+            tracing::info!(uid = peer.uid, gh_target = %target.name, settings = ?own, "target cache settings changed: runners started from now on use them");
+            self.daemon.caches.set_policy(stored.id(), own);
         }
         if retry {
             self.daemon
@@ -558,6 +612,124 @@ impl Handler for Api {
         );
         self.daemon.publish_status().await;
         Ok(host_env_answer(&now, true))
+    }
+
+    async fn caches(&self, _peer: Peer) -> Result<rm_proto::CachesReport, ApiError> {
+        let daemon = Arc::clone(&self.daemon);
+        tokio::task::spawn_blocking(move || caches_report(&daemon))
+            .await
+            .map_err(|e| ApiError::internal(format!("reading the caches failed: {e}")))
+    }
+
+    async fn clear_caches(
+        &self,
+        peer: Peer,
+        req: rm_proto::CacheClear,
+    ) -> Result<rm_proto::CacheCleared, ApiError> {
+        let tool = match req.tool.as_deref() {
+            None => None,
+            Some(t) if t == rm_core::caches::TOOL_CACHE_ID => Some(t.to_owned()),
+            Some(t) => match rm_core::caches::find_tool(t) {
+                Some(tool) => Some(tool.id.to_owned()),
+                None => {
+                    return Err(bad(
+                        rm_core::caches::CacheError::UnknownTool(t.to_owned()).to_string()
+                    ))
+                }
+            },
+        };
+        let namespace = match &req.target {
+            None => None,
+            Some(text) => {
+                let target = rm_core::Target::parse(text).map_err(|e| bad(e.to_string()))?;
+                let policies = self
+                    .daemon
+                    .journal
+                    .with(|j| j.list_policies())
+                    .await
+                    .map_err(journal_error)?;
+                let Some(policy) = policies.iter().find(|p| p.target() == &target) else {
+                    return Err(ApiError::not_found(format!(
+                        "{text} is not a target of this host: see `runner-manager repo list`"
+                    )));
+                };
+                let setting = self.daemon.caches.for_policy(policy.id());
+                Some(
+                    setting
+                        .namespace
+                        .unwrap_or_else(|| rm_core::caches::Namespace::of_target(&target)),
+                )
+            }
+        };
+        let filter = rm_runner::ClearFilter { namespace, tool };
+        let Some(caches) = self.daemon.caches.caches() else {
+            return Ok(rm_proto::CacheCleared {
+                removed: Vec::new(),
+                in_use: Vec::new(),
+            });
+        };
+        let removal = tokio::task::spawn_blocking(move || caches.clear(&filter))
+            .await
+            .map_err(|e| ApiError::internal(format!("clearing the caches failed: {e}")))?
+            .map_err(|e| ApiError::internal(format!("clearing the caches failed: {e}")))?;
+        tracing::info!(
+            uid = peer.uid,
+            removed = removal.removed.len(),
+            in_use = removal.in_use.len(),
+            "caches cleared"
+        );
+        Ok(rm_proto::CacheCleared {
+            removed: removal.removed.iter().map(cache_entry).collect(),
+            in_use: removal.in_use.iter().map(cache_entry).collect(),
+        })
+    }
+
+    async fn set_host_caches(
+        &self,
+        peer: Peer,
+        req: rm_proto::HostCachesChange,
+    ) -> Result<rm_proto::CachesReport, ApiError> {
+        if req == rm_proto::HostCachesChange::default() {
+            return Err(bad("nothing to change: send cap_bytes and/or tool_cache"));
+        }
+        if let Some(cap) = req.cap_bytes {
+            if cap < rm_core::caches::MIN_CAP_BYTES {
+                return Err(bad(format!(
+                    "cap_bytes {cap} is below the smallest cache size, 64 MiB (67108864): give more"
+                )));
+            }
+        }
+        let settings = rm_journal::HostCacheSettings {
+            cap_bytes: req.cap_bytes.unwrap_or(self.daemon.caches.cap_bytes()),
+            tool_cache: req.tool_cache.unwrap_or(self.daemon.caches.tool_cache()),
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        self.daemon
+            .journal
+            .with(move |j| j.put_host_cache_settings(settings, now))
+            .await
+            .map_err(journal_error)?;
+        self.daemon.caches.set_cap_bytes(settings.cap_bytes);
+        self.daemon.caches.set_tool_cache(settings.tool_cache);
+        tracing::info!(
+            uid = peer.uid,
+            cap_bytes = settings.cap_bytes,
+            tool_cache = settings.tool_cache,
+            "cache settings changed"
+        );
+        let daemon = Arc::clone(&self.daemon);
+        let cap = settings.cap_bytes;
+        tokio::task::spawn_blocking(move || {
+            // A smaller cap applies now, not after the next job.
+            if let Some(c) = daemon.caches.caches() {
+                if let Err(e) = c.prune(cap) {
+                    tracing::warn!(error = %e, "the caches could not be pruned");
+                }
+            }
+            caches_report(&daemon)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("reading the caches failed: {e}")))
     }
 
     async fn host_doctor(&self, _peer: Peer) -> Result<DoctorReport, ApiError> {

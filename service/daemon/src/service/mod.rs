@@ -352,6 +352,23 @@ async fn serve(
             tracing::warn!(%error, "the runner environment is unreadable: runners get none until `runner-manager host env` fixes it");
         }
     }
+    // The caches' settings (a damaged row is logged and the defaults apply).
+    let cache_settings = rm_runner::CacheSettings::default();
+    match journal.host_cache_settings() {
+        Ok(h) => {
+            cache_settings.set_cap_bytes(h.cap_bytes);
+            cache_settings.set_tool_cache(h.tool_cache);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the cache settings are unreadable: the defaults apply until `runner-manager host set-cache-size` stores new ones");
+        }
+    }
+    match journal.policy_caches() {
+        Ok(own) => cache_settings.set_policies(own),
+        Err(error) => {
+            tracing::warn!(%error, "the targets' own cache settings are unreadable: the defaults apply until `repo set --cache …` stores new ones");
+        }
+    }
     let journal = JournalAdapter::new(journal);
     let store = open_store(&options)?;
     let client = build_client(&options, Arc::clone(&store))?;
@@ -363,6 +380,7 @@ async fn serve(
     let removals = Arc::new(removals::Removals::load(&journal).await);
     let mut host_config = host_config(&options.data_dir)?;
     host_config.env = runner_env.clone();
+    host_config.caches = cache_settings.clone();
     let daemon = Arc::new(state::Daemon::new(state::Parts {
         journal: journal.clone(),
         client: client.clone(),
@@ -377,6 +395,7 @@ async fn serve(
             workstation::Sources::system(),
         )),
         runner_env,
+        caches: cache_settings,
     }));
     for (policy, own) in own_admission {
         daemon.admission.set_own(policy, own);

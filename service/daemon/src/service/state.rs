@@ -47,6 +47,8 @@ pub struct Parts {
     pub admission: Arc<Admission>,
     /// The host's runner environment as stored (shared with the runner host).
     pub runner_env: rm_runner::RunnerEnv,
+    /// The caches' settings as stored (shared with the runner host, which adds the caches).
+    pub caches: rm_runner::CacheSettings,
 }
 
 pub struct Daemon {
@@ -81,6 +83,8 @@ pub struct Daemon {
     /// Held while the runner environment changes, so the journal and `runner_env` are
     /// written in the same order by concurrent changes.
     pub env_changing: tokio::sync::Mutex<()>,
+    /// The caches' settings (shared with the runner host) and, once it exists, the caches.
+    pub caches: rm_runner::CacheSettings,
     /// The loops, once they run (`why` reads their last passes).
     pub fleet: std::sync::OnceLock<Arc<super::fleet::Fleet>>,
 }
@@ -103,6 +107,7 @@ impl Daemon {
             meters: Meters::default(),
             admission: parts.admission,
             runner_env: parts.runner_env,
+            caches: parts.caches,
             env_changing: tokio::sync::Mutex::new(()),
             fleet: std::sync::OnceLock::new(),
         }

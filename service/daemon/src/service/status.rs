@@ -81,6 +81,16 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
                 runner_memory_mb: own.runner_memory_mb,
                 memory_headroom_mb: own.memory_headroom_mb,
             }),
+        cache: {
+            let own = daemon.caches.for_policy(policy.id());
+            (own != rm_core::caches::CacheSetting::default()).then(|| rm_proto::TargetCache {
+                enabled: own.enabled,
+                namespace: own.namespace.map(|n| match n {
+                    rm_core::caches::Namespace::Shared(name) => name,
+                    other => other.to_string(),
+                }),
+            })
+        },
     }
 }
 

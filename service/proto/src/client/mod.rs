@@ -205,6 +205,29 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/caches`.
+    pub async fn caches(&self) -> Result<crate::CachesReport, ClientError> {
+        self.call(Method::GET, paths::CACHES, None::<&()>).await
+    }
+
+    /// `POST /v1/caches/clear`.
+    pub async fn clear_caches(
+        &self,
+        clear: &crate::CacheClear,
+    ) -> Result<crate::CacheCleared, ClientError> {
+        self.call(Method::POST, paths::CACHES_CLEAR, Some(clear))
+            .await
+    }
+
+    /// `PATCH /v1/host/caches`.
+    pub async fn change_host_caches(
+        &self,
+        change: &crate::HostCachesChange,
+    ) -> Result<crate::CachesReport, ClientError> {
+        self.call(Method::PATCH, paths::HOST_CACHES, Some(change))
+            .await
+    }
+
     /// `GET /v1/host/doctor`.
     pub async fn host_doctor(&self) -> Result<DoctorReport, ClientError> {
         self.call(Method::GET, paths::HOST_DOCTOR, None::<&()>)

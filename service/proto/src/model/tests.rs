@@ -63,6 +63,7 @@ fn target(name: &str) -> TargetStatus {
         problem: None,
         typical_peak_rss_bytes: None,
         admission: None,
+        cache: None,
     }
 }
 

@@ -156,6 +156,15 @@ async fn handle<H: Handler>(
             )?;
             json(StatusCode::OK, &h.change_host_env(peer, change).await?)
         }
+        Route::Caches => json(StatusCode::OK, &h.caches(peer).await?),
+        Route::ClearCaches => {
+            let clear = parse_body(&body)?;
+            json(StatusCode::OK, &h.clear_caches(peer, clear).await?)
+        }
+        Route::SetHostCaches => {
+            let change = parse_body(&body)?;
+            json(StatusCode::OK, &h.set_host_caches(peer, change).await?)
+        }
         Route::HostDoctor => json(StatusCode::OK, &h.host_doctor(peer).await?),
         Route::Why => json(StatusCode::OK, &h.why(peer).await?),
         Route::Pause => {

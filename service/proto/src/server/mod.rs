@@ -185,6 +185,35 @@ pub trait Handler: Send + Sync + 'static {
         async { Err(host_env_unsupported()) }
     }
 
+    /// `GET /v1/caches`: what is cached.
+    fn caches(
+        &self,
+        peer: Peer,
+    ) -> impl Future<Output = Result<crate::CachesReport, ApiError>> + Send {
+        let _ = peer;
+        async { Err(caches_unsupported()) }
+    }
+
+    /// `POST /v1/caches/clear`: remove caches no running job has.
+    fn clear_caches(
+        &self,
+        peer: Peer,
+        request: crate::CacheClear,
+    ) -> impl Future<Output = Result<crate::CacheCleared, ApiError>> + Send {
+        let _ = (peer, request);
+        async { Err(caches_unsupported()) }
+    }
+
+    /// `PATCH /v1/host/caches`: the size cap, the tool cache switch.
+    fn set_host_caches(
+        &self,
+        peer: Peer,
+        request: crate::HostCachesChange,
+    ) -> impl Future<Output = Result<crate::CachesReport, ApiError>> + Send {
+        let _ = (peer, request);
+        async { Err(caches_unsupported()) }
+    }
+
     /// `GET /v1/host/doctor`: every host check, run now.
     fn host_doctor(
         &self,
@@ -261,6 +290,11 @@ pub trait Handler: Send + Sync + 'static {
         let _ = (peer, request);
         async { Err(update_unsupported()) }
     }
+}
+
+/// What a service without the caches answers.
+fn caches_unsupported() -> ApiError {
+    ApiError::not_found("this service has no caches: update runner-manager (the service)")
 }
 
 /// What a service without the runner environment answers.

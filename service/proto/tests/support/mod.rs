@@ -80,6 +80,7 @@ pub fn sample_target(name: &str, revision: u64) -> TargetStatus {
         problem: None,
         typical_peak_rss_bytes: Some(700 << 20),
         admission: None,
+        cache: None,
     }
 }
 

@@ -114,6 +114,9 @@ pub struct SpawnRequest<'a> {
     /// Extra environment for the listener, set after the service's own (HOME, TMPDIR…) and
     /// before the JIT config (the host's runner environment; never a secret).
     pub extra_env: Vec<(String, String)>,
+    /// The groups to run with instead of `owner`'s group alone (a cache namespace's group,
+    /// the tool cache writers'); only with `owner`.
+    pub groups: Option<crate::caches::RunnerGroups>,
 }
 
 impl std::fmt::Debug for SpawnRequest<'_> {
@@ -143,6 +146,45 @@ pub struct SpawnedRunner {
 pub struct ProcessHost {
     exited: Arc<Mutex<HashMap<ProcessIdentity, ExitInfo>>>,
     allow_root: bool,
+}
+
+/// Runs the child as `uid` with `groups` (primary and supplementary). std's `uid`/`gid` can
+/// only drop every supplementary group, so the switch happens here, in the child between fork
+/// and exec: setgroups, setgid, setuid, in that order (after setuid none is allowed).
+#[allow(unsafe_code)]
+pub(crate) fn drop_to(cmd: &mut Command, uid: u32, groups: crate::caches::RunnerGroups) {
+    use nix::unistd::{setgid, setgroups, setuid, Gid, Uid};
+    let supplementary: Vec<Gid> = groups
+        .supplementary
+        .iter()
+        .map(|g| Gid::from_raw(*g))
+        .collect();
+    let primary = Gid::from_raw(groups.primary);
+    let uid = Uid::from_raw(uid);
+    // SAFETY: the closure runs in the forked child before exec and only makes the
+    // async-signal-safe syscalls setgroups/setgid/setuid, allocating nothing (the vector was
+    // built before the fork).
+    unsafe {
+        cmd.pre_exec(move || {
+            setgroups(&supplementary).map_err(io::Error::from)?;
+            setgid(primary).map_err(io::Error::from)?;
+            setuid(uid).map_err(io::Error::from)?;
+            Ok(())
+        });
+    }
+}
+
+#[allow(unsafe_code)]
+fn with_umask(cmd: &mut Command, mask: u32) {
+    use nix::sys::stat::{umask, Mode};
+    let mode = Mode::from_bits_truncate(mask);
+    // SAFETY: umask is async-signal-safe and cannot fail; nothing is allocated in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            umask(mode);
+            Ok(())
+        });
+    }
 }
 
 fn prepare_dir(path: &Path, owner: Option<Ownership>) -> Result<(), ProcessError> {
@@ -247,10 +289,17 @@ impl ProcessHost {
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
             .process_group(0);
-        if let Some(o) = req.owner {
+        match (req.owner, &req.groups) {
+            (Some(o), Some(groups)) => drop_to(&mut cmd, o.uid, groups.clone()),
             // std drops supplementary groups (setgroups(0)) when a uid is set.
-            cmd.uid(o.uid).gid(o.gid);
+            (Some(o), None) => {
+                cmd.uid(o.uid).gid(o.gid);
+            }
+            (None, _) => {}
         }
+        // What a job writes in a shared cache, the next job (another uid, same group) must be
+        // able to replace; nobody else may read it.
+        with_umask(&mut cmd, 0o007);
         let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
             path: listener.clone(),
             source,

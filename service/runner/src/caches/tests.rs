@@ -1,0 +1,261 @@
+//! The caches' layout on a real filesystem, runners as the service's own user (the
+//! separation by uid and group is checked end to end, as root, in `tests/tests/caches.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::runtime::{RunnerRoot, RuntimeName};
+use crate::ResolvedRunAs;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: RunnerRoot,
+    caches: Caches,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RunnerRoot::prepare(dir.path().join("runners"), ResolvedRunAs::ServiceUser).unwrap();
+    let caches = Caches::open(
+        root.path(),
+        CacheOwners::Single { runner: None },
+        "linux-x64",
+    )
+    .unwrap();
+    World {
+        _dir: dir,
+        root,
+        caches,
+    }
+}
+
+fn plan(repo: &str, access: CacheAccess) -> CachePlan {
+    CachePlan {
+        namespace: Some(Namespace::of_target(&rm_core::Target::parse(repo).unwrap())),
+        access,
+        tool_cache: true,
+    }
+}
+
+fn var<'a>(p: &'a PreparedCaches, name: &str) -> &'a str {
+    p.env
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("{name} not set: {:?}", p.env))
+}
+
+impl World {
+    fn runtime(&self, name: &str) -> Runtime {
+        self.root
+            .create_runtime(&RuntimeName::new(name).unwrap())
+            .unwrap()
+    }
+    fn end(&self, rt: &Runtime) {
+        crate::scrub::scrub(&rt.path).unwrap();
+        self.caches.release(rt.name.as_str()).unwrap();
+    }
+}
+
+#[test]
+fn writers_share_a_repositorys_cache_and_a_fork_job_gets_a_copy() {
+    let w = world();
+    let a = w.runtime("a");
+    let pa = w
+        .caches
+        .prepare(&a, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let npm = PathBuf::from(var(&pa, "npm_config_cache"));
+    assert!(npm.starts_with(w.caches.root()), "{}", npm.display());
+    fs::write(npm.join("first"), "1").unwrap();
+    // Go's two variables point inside its one cache, made with it.
+    assert!(Path::new(var(&pa, "GOMODCACHE")).is_dir() && Path::new(var(&pa, "GOCACHE")).is_dir());
+    // cargo: a home of the job's own whose registry and git are the shared ones.
+    let cargo = PathBuf::from(var(&pa, "CARGO_HOME"));
+    assert!(cargo.starts_with(&a.path), "{}", cargo.display());
+    assert!(fs::symlink_metadata(cargo.join("registry"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(
+        !cargo.join("bin").exists(),
+        "cargo's programs are not shared"
+    );
+    // Maven: its local repository under the job's HOME is the shared one.
+    let m2 = a.path.join(crate::process::HOME_DIR).join(".m2/repository");
+    assert!(fs::symlink_metadata(&m2).unwrap().file_type().is_symlink());
+
+    // A second writer at once shares what is safe to share…
+    let b = w.runtime("b");
+    let pb = w
+        .caches
+        .prepare(&b, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    assert_eq!(var(&pb, "npm_config_cache"), npm.display().to_string());
+    // …but not yarn's, whose lease the first holds: its own directory for this job.
+    assert_ne!(var(&pb, "YARN_CACHE_FOLDER"), var(&pa, "YARN_CACHE_FOLDER"));
+    assert!(Path::new(var(&pb, "YARN_CACHE_FOLDER")).starts_with(&b.path));
+
+    // A runner that may take a fork's job reads a copy and writes nothing shared.
+    let f = w.runtime("f");
+    let pf = w
+        .caches
+        .prepare(&f, &plan("octo/hello", CacheAccess::ReadOnly))
+        .unwrap();
+    let fork_npm = PathBuf::from(var(&pf, "npm_config_cache"));
+    assert!(fork_npm.starts_with(&f.path));
+    assert_eq!(fs::read_to_string(fork_npm.join("first")).unwrap(), "1");
+    fs::write(fork_npm.join("first"), "poisoned").unwrap();
+    assert_eq!(fs::read_to_string(npm.join("first")).unwrap(), "1");
+
+    // Another repository never sees this one's cache.
+    let o = w.runtime("o");
+    let po = w
+        .caches
+        .prepare(&o, &plan("octo/other", CacheAccess::ReadWrite))
+        .unwrap();
+    assert_ne!(var(&po, "npm_config_cache"), var(&pa, "npm_config_cache"));
+
+    // The lease ends with its runtime: the next writer gets the shared yarn cache.
+    w.end(&a);
+    let c = w.runtime("c");
+    let pc = w
+        .caches
+        .prepare(&c, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    assert_eq!(var(&pc, "YARN_CACHE_FOLDER"), var(&pa, "YARN_CACHE_FOLDER"));
+    // Scrubbing runtimes removed no cache.
+    assert_eq!(fs::read_to_string(npm.join("first")).unwrap(), "1");
+    let hits = w.caches.entries().unwrap();
+    let npm_entry = hits
+        .iter()
+        .find(|e| {
+            e.tool == "npm"
+                && e.namespace
+                    .as_ref()
+                    .is_some_and(|n| n.to_string() == "octo/hello")
+        })
+        .unwrap();
+    assert!(npm_entry.hits >= 2, "{npm_entry:?}");
+    assert!(npm_entry.in_use, "runner c has it");
+}
+
+#[test]
+fn one_tool_cache_writer_at_a_time_and_a_half_written_tool_is_never_used() {
+    let w = world();
+    let a = w.runtime("a");
+    let pa = w
+        .caches
+        .prepare(&a, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let shared = PathBuf::from(var(&pa, "RUNNER_TOOL_CACHE"));
+    assert_eq!(shared, w.caches.tool_cache_dir());
+    assert_eq!(
+        var(&pa, "AGENT_TOOLSDIRECTORY"),
+        var(&pa, "RUNNER_TOOL_CACHE")
+    );
+    // The holder installs one tool completely and leaves another half-written.
+    let done = shared.join("node/20.1.0/x64");
+    fs::create_dir_all(done.join("bin")).unwrap();
+    fs::write(done.join("bin/node"), "#!/bin/sh\n").unwrap();
+    fs::write(shared.join("node/20.1.0/x64.complete"), "").unwrap();
+    fs::create_dir_all(shared.join("python/3.12.1/x64")).unwrap();
+
+    // A second runner meanwhile: its own tool cache, with the finished tools linked in.
+    let b = w.runtime("b");
+    let pb = w
+        .caches
+        .prepare(&b, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let own = PathBuf::from(var(&pb, "RUNNER_TOOL_CACHE"));
+    assert!(own.starts_with(&b.path));
+    assert!(own.join("node/20.1.0/x64/bin/node").is_file());
+    assert!(own.join("node/20.1.0/x64.complete").exists());
+    assert!(
+        !own.join("python").exists(),
+        "a half-written tool is not offered"
+    );
+
+    // The holder ends: the next writer finds the finished tool sealed and the other gone.
+    w.end(&a);
+    let c = w.runtime("c");
+    let pc = w
+        .caches
+        .prepare(&c, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    assert_eq!(PathBuf::from(var(&pc, "RUNNER_TOOL_CACHE")), shared);
+    assert!(!shared.join("python/3.12.1/x64").exists());
+    let mode = fs::metadata(done.join("bin/node"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o222, 0, "sealed read-only: {mode:o}");
+    // A fork's runner never writes the tool cache.
+    w.end(&c);
+    let f = w.runtime("f");
+    let pf = w
+        .caches
+        .prepare(&f, &plan("octo/hello", CacheAccess::ReadOnly))
+        .unwrap();
+    assert!(Path::new(var(&pf, "RUNNER_TOOL_CACHE")).starts_with(&f.path));
+}
+
+#[test]
+fn pruning_keeps_the_cap_and_spares_a_cache_in_use_and_clear_names_what_it_left() {
+    let w = world();
+    let fill = |repo: &str, name: &str, kib: usize| {
+        let rt = w.runtime(name);
+        let p = w
+            .caches
+            .prepare(&rt, &plan(repo, CacheAccess::ReadWrite))
+            .unwrap();
+        fs::write(
+            Path::new(var(&p, "npm_config_cache")).join("blob"),
+            vec![7u8; kib * 1024],
+        )
+        .unwrap();
+        rt
+    };
+    let old = fill("octo/old", "a", 512);
+    w.end(&old);
+    let busy = fill("octo/busy", "b", 512);
+    let new = fill("octo/new", "c", 512);
+    w.end(&new);
+    // Room for about one: the oldest goes first, the busy one stays although older than new.
+    let r = w.caches.prune(700 * 1024).unwrap();
+    let removed: Vec<String> = r
+        .removed
+        .iter()
+        .map(|e| e.namespace.as_ref().unwrap().to_string())
+        .collect();
+    assert!(removed.contains(&"octo/old".to_owned()), "{removed:?}");
+    assert!(!removed.contains(&"octo/busy".to_owned()), "{removed:?}");
+    let left: Vec<EntryInfo> = w
+        .caches
+        .entries()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.tool == "npm")
+        .collect();
+    assert!(
+        left.iter()
+            .any(|e| e.namespace.as_ref().unwrap().to_string() == "octo/busy"
+                && e.bytes >= 512 * 1024)
+    );
+
+    // clear: everything not in use goes; what is in use is named.
+    let cleared = w.caches.clear(&ClearFilter::default()).unwrap();
+    assert!(cleared.in_use.iter().any(|e| e.tool == "npm"));
+    assert!(w.caches.entries().unwrap().iter().all(|e| e.in_use));
+    w.end(&busy);
+    let only = ClearFilter {
+        namespace: Some(Namespace::of_target(
+            &rm_core::Target::parse("octo/busy").unwrap(),
+        )),
+        tool: Some("npm".into()),
+    };
+    let r = w.caches.clear(&only).unwrap();
+    assert_eq!(r.removed.len(), 1);
+    assert!(r.in_use.is_empty());
+}

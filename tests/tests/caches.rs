@@ -1,0 +1,371 @@
+//! The caches runners share, end to end: real binary, fake GitHub, fake runner listeners whose
+//! job runs a shell command with the runner's environment (as a real job's steps do).
+//!
+//! - A second job finds what the first wrote in its repository's cache and the tool the first
+//!   installed in the tool cache, and cannot change that tool; a job from a fork reads the
+//!   cache but what it writes never reaches the next job; another repository's runner cannot
+//!   read this one's cache; nothing in the caches is readable by an account outside the
+//!   runners (root: runners get a uid each).
+//! - Two jobs installing one tool at once both succeed, and the tool is whole afterwards.
+//! - The size cap: a cache above it is removed between jobs, never while a job uses it;
+//!   `cache clear` names what it left; `cache show` counts hits.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rm_e2e::{fake_github, is_root, routing_label, until, Daemon};
+use rm_testkit::package::RunnerPackage;
+use rm_testkit::{Conclusion, FakeConfig, FakeGitHub, InstallationRepos, JobSpec, JobStatus};
+
+/// The fake GitHub with `octo/hello` and `octo/other`, both installed.
+async fn two_repos() -> FakeGitHub {
+    let gh = FakeGitHub::start(FakeConfig {
+        device_interval: Duration::from_secs(1),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    gh.create_user("octo").unwrap();
+    gh.create_repo("octo/hello").unwrap();
+    gh.create_repo("octo/other").unwrap();
+    gh.create_installation(
+        "octo",
+        InstallationRepos::Selected(vec!["octo/hello".into(), "octo/other".into()]),
+    )
+    .unwrap();
+    gh.set_runner_package(&RunnerPackage::shared_for_tests().unwrap());
+    gh
+}
+
+/// A directory every runner account may write (the jobs report through files in it).
+fn out_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("rm-e2e-out")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .trim()
+        .to_owned()
+}
+
+/// Queues `spec` for `repo`, waits until it completed and every runner is gone (so the next
+/// job's runner starts after this one's was cleaned), and answers its conclusion.
+async fn run(d: &Daemon, gh: &FakeGitHub, repo: &str, specs: Vec<JobSpec>) -> Vec<Conclusion> {
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    gh.queue_run(repo, specs).unwrap();
+    let client = d.client().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let jobs: Vec<_> = gh
+            .jobs()
+            .into_iter()
+            .filter(|j| names.contains(&j.name))
+            .collect();
+        let done =
+            jobs.len() == names.len() && jobs.iter().all(|j| j.status == JobStatus::Completed);
+        let idle = client.status().await.is_ok_and(|s| s.runners.is_empty());
+        if done && idle {
+            return jobs.iter().filter_map(|j| j.conclusion).collect();
+        }
+        if std::time::Instant::now() > deadline {
+            let log = d.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "jobs {names:?} not done with their runners gone after 120 s: {jobs:?}\nservice log (newest first):\n{}",
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_job_finds_the_cache_and_tool_the_first_left_and_a_fork_job_only_reads() {
+    let gh = two_repos().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let out = out_dir();
+    let o = out.path().display();
+
+    let first = format!(
+        r#"set -e
+echo "$npm_config_cache" > {o}/first.npm
+echo "$CARGO_HOME $GOMODCACHE $PIP_CACHE_DIR" > {o}/first.vars
+echo cached-by-first > "$npm_config_cache/marker"
+d="$RUNNER_TOOL_CACHE/mytool/1.0.0"
+mkdir -p "$d/x64"; echo v1 > "$d/x64/tool"; touch "$d/x64.complete""#
+    );
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("first", &[&label]).with_command(&first)],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+    let npm = PathBuf::from(read(out.path(), "first.npm"));
+    let data = d.data_dir.canonicalize().unwrap();
+    assert!(
+        npm.starts_with(data.join("runners/.caches/deps/repo/octo/hello")),
+        "{}",
+        npm.display()
+    );
+    let vars = read(out.path(), "first.vars");
+    assert!(
+        !vars.contains("  ") && vars.split(' ').count() == 3,
+        "cargo, Go and pip caches are set: {vars}"
+    );
+
+    let second = format!(
+        r#"cat "$npm_config_cache/marker" > {o}/second.marker
+cat "$RUNNER_TOOL_CACHE/mytool/1.0.0/x64/tool" > {o}/second.tool
+if (echo evil > "$RUNNER_TOOL_CACHE/mytool/1.0.0/x64/tool") 2>/dev/null; then echo changed; else echo refused; fi > {o}/second.tamper
+if rm -rf "$RUNNER_TOOL_CACHE/mytool/1.0.0/x64" 2>/dev/null; then echo removed; else echo refused; fi > {o}/second.remove
+true"#
+    );
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("second", &[&label]).with_command(&second)],
+    )
+    .await;
+    assert_eq!(read(out.path(), "second.marker"), "cached-by-first");
+    assert_eq!(
+        read(out.path(), "second.tool"),
+        "v1",
+        "the finished tool is reused"
+    );
+    assert_eq!(
+        read(out.path(), "second.tamper"),
+        "refused",
+        "a finished tool is read-only to jobs"
+    );
+    let tool = data.join("runners/.caches/tools/linux-x64/mytool/1.0.0/x64/tool");
+    assert_eq!(std::fs::read_to_string(&tool).unwrap().trim(), "v1");
+    if is_root() {
+        // Runners get a uid each: a sealed tool is root's, in a sticky directory.
+        assert_eq!(read(out.path(), "second.remove"), "refused");
+        assert_eq!(std::fs::metadata(&tool).unwrap().uid(), 0);
+    }
+
+    // A job from a fork reads the cache, and what it writes stays its own.
+    let fork = format!(
+        r#"cat "$npm_config_cache/marker" > {o}/fork.marker
+echo "$npm_config_cache" > {o}/fork.npm
+echo poisoned > "$npm_config_cache/marker"
+echo poisoned > "$npm_config_cache/planted"
+true"#
+    );
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("fork", &[&label])
+            .with_command(&fork)
+            .from_fork()],
+    )
+    .await;
+    assert_eq!(
+        read(out.path(), "fork.marker"),
+        "cached-by-first",
+        "a fork job reads the cache"
+    );
+    assert_ne!(
+        PathBuf::from(read(out.path(), "fork.npm")),
+        npm,
+        "but not the shared one"
+    );
+    let after = format!(
+        r#"cat "$npm_config_cache/marker" > {o}/after.marker; ls "$npm_config_cache" > {o}/after.ls"#
+    );
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("after", &[&label]).with_command(&after)],
+    )
+    .await;
+    assert_eq!(
+        read(out.path(), "after.marker"),
+        "cached-by-first",
+        "the fork's write never reached the cache"
+    );
+    assert!(!read(out.path(), "after.ls").contains("planted"));
+
+    // `cache show` lists it with its hits.
+    let shown = d.ok(&["cache", "show", "octo/hello"]).await;
+    assert!(
+        shown.contains("octo/hello") && shown.contains("npm"),
+        "{shown}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&d.ok(&["cache", "show", "--json"]).await).unwrap();
+    let npm_entry = json["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tool"] == "npm" && e["namespace"] == "octo/hello")
+        .cloned()
+        .unwrap();
+    assert!(npm_entry["hits"].as_u64().unwrap() >= 3, "{npm_entry}");
+
+    if is_root() {
+        // Nothing outside the runners can read the caches, and another repository's runners
+        // cannot read this one's.
+        let ns = data.join("runners/.caches/deps/repo/octo/hello");
+        for p in [&ns, &ns.join("npm"), &data.join("runners/.caches")] {
+            let mode = std::fs::metadata(p).unwrap().mode();
+            assert_eq!(mode & 0o007, 0, "{} is {mode:o}", p.display());
+        }
+        let probe = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "ls"])
+            .arg(ns.join("npm"))
+            .output()
+            .unwrap();
+        assert!(!probe.status.success(), "nobody listed the cache");
+        let other = d
+            .ok(&["repo", "add", "octo/other", "--max-runners", "1"])
+            .await;
+        let other_label = routing_label(&other);
+        let peek = format!(
+            r#"if ls {ns}/npm >/dev/null 2>&1; then echo read; else echo refused; fi > {o}/other.peek; echo "$npm_config_cache" > {o}/other.npm"#,
+            ns = ns.display()
+        );
+        run(
+            &d,
+            &gh,
+            "octo/other",
+            vec![JobSpec::new("other", &[&other_label]).with_command(&peek)],
+        )
+        .await;
+        assert_eq!(read(out.path(), "other.peek"), "refused");
+        assert!(read(out.path(), "other.npm").contains("repo/octo/other"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_jobs_installing_one_tool_at_once_both_succeed_and_the_tool_is_whole() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
+        .await;
+    let label = routing_label(&added);
+    d.ok(&["host", "set-capacity", "2"]).await;
+    let out = out_dir();
+    let o = out.path().display();
+    // What `actions/tool-cache` does: look for the marker, else (re)create the directory,
+    // fill it, write the marker.
+    let install = format!(
+        r#"d="$RUNNER_TOOL_CACHE/racetool/2.0.0"
+if [ ! -f "$d/x64.complete" ]; then
+  rm -rf "$d/x64"; mkdir -p "$d/x64"
+  i=0; while [ $i -lt 40 ]; do echo $i > "$d/x64/f$i"; i=$((i+1)); sleep 0.02; done
+  touch "$d/x64.complete"
+fi
+n=$(ls "$d/x64" | wc -l)
+echo "$n" > {o}/$GITHUB_JOB.count
+[ "$n" = 40 ]"#
+    );
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![
+            JobSpec::new("one", &[&label]).with_command(&install),
+            JobSpec::new("two", &[&label]).with_command(&install),
+        ],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success, Conclusion::Success]);
+    assert_eq!(read(out.path(), "one.count"), "40");
+    assert_eq!(read(out.path(), "two.count"), "40");
+    // The next job finds it whole, installed once.
+    let check = format!(
+        r#"ls "$RUNNER_TOOL_CACHE/racetool/2.0.0/x64" | wc -l > {o}/three.count; test -f "$RUNNER_TOOL_CACHE/racetool/2.0.0/x64.complete""#
+    );
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("three", &[&label]).with_command(&check)],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+    assert_eq!(read(out.path(), "three.count"), "40");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_size_cap_removes_caches_between_jobs_never_one_in_use() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let said = d.ok(&["host", "set-cache-size", "64MiB"]).await;
+    assert!(said.contains("64 MiB"), "{said}");
+    let refused = d.run(&["host", "set-cache-size", "1MiB"]).await;
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("64 MiB"));
+
+    // A job fills its npm cache above the cap and holds on while we look.
+    let out = out_dir();
+    let o = out.path().display();
+    let fill = format!(
+        r#"head -c 80000000 /dev/zero > "$npm_config_cache/big"; echo filled > {o}/filled; sleep 6"#
+    );
+    gh.queue_run(
+        "octo/hello",
+        vec![JobSpec::new("fill", &[&label]).with_command(&fill)],
+    )
+    .unwrap();
+    until(Duration::from_secs(60), "the cache filled", || async {
+        out.path().join("filled").exists().then_some(())
+    })
+    .await;
+    // In use: neither clear nor the cap removes it.
+    let cleared = d
+        .ok(&["cache", "clear", "octo/hello", "--tool", "npm"])
+        .await;
+    assert!(
+        cleared.contains("Removed 0 cache(s)") && cleared.contains("in use"),
+        "{cleared}"
+    );
+    let npm = d
+        .data_dir
+        .canonicalize()
+        .unwrap()
+        .join("runners/.caches/deps/repo/octo/hello/npm/big");
+    assert!(npm.exists(), "a cache in use is never removed");
+    // Once the job is done, the next clean brings the caches under the cap.
+    until(
+        Duration::from_secs(90),
+        "the cache over the cap removed after the job",
+        || async { (!npm.exists()).then_some(()) },
+    )
+    .await;
+    let shown = d.ok(&["cache", "show"]).await;
+    assert!(shown.contains("of 64 MiB"), "{shown}");
+    let bad = d.run(&["cache", "clear", "--tool", "rubygems"]).await;
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("npm, pnpm"),
+        "{bad:?}"
+    );
+}
