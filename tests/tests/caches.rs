@@ -369,3 +369,58 @@ async fn the_size_cap_removes_caches_between_jobs_never_one_in_use() {
         "{bad:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_joins_a_shared_namespace_or_turns_its_caches_off() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let out = out_dir();
+    let o = out.path().display();
+    let bad = d
+        .run(&["repo", "set", "octo/hello", "--cache-namespace", "../x"])
+        .await;
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a cache namespace"));
+
+    d.ok(&["repo", "set", "octo/hello", "--cache-namespace", "team-a"])
+        .await;
+    let listed = d.ok(&["repo", "list"]).await;
+    assert!(listed.contains("cache: shared team-a"), "{listed}");
+    let print = |tag: &str| format!(r#"echo "npm=$npm_config_cache" > {o}/{tag}"#);
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("shared", &[&label]).with_command(&print("shared"))],
+    )
+    .await;
+    assert!(
+        read(out.path(), "shared").contains("/deps/shared/team-a/npm"),
+        "{}",
+        read(out.path(), "shared")
+    );
+
+    d.ok(&["repo", "set", "octo/hello", "--cache", "off"]).await;
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("off", &[&label]).with_command(&print("off"))],
+    )
+    .await;
+    assert_eq!(
+        read(out.path(), "off"),
+        "npm=",
+        "no dependency cache when off"
+    );
+    // Settings survive a restart (the journal keeps them).
+    let mut d = d;
+    d.restart().await;
+    let listed = d.ok(&["repo", "list"]).await;
+    assert!(listed.contains("cache: off"), "{listed}");
+}

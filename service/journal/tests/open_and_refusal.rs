@@ -159,7 +159,8 @@ fn newer_schema_is_refused_with_upgrade_fix() {
     let path = journal_path(&dir);
     drop(Journal::open(&path).unwrap());
     let conn = Connection::open(&path).unwrap();
-    conn.pragma_update(None, "user_version", 7).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
     drop(conn);
 
     let err = assert_refused_untouched(&path);
@@ -168,7 +169,7 @@ fn newer_schema_is_refused_with_upgrade_fix() {
             assert_eq!(
                 *reason,
                 RefusalReason::NewerSchema {
-                    found: 7,
+                    found: SCHEMA_VERSION + 1,
                     known: SCHEMA_VERSION
                 }
             );
@@ -178,7 +179,10 @@ fn newer_schema_is_refused_with_upgrade_fix() {
     }
     let text = err.to_string();
     assert!(
-        text.contains(&format!("schema 7, this build knows {SCHEMA_VERSION}")),
+        text.contains(&format!(
+            "schema {}, this build knows {SCHEMA_VERSION}",
+            SCHEMA_VERSION + 1
+        )),
         "{text}"
     );
 }

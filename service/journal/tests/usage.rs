@@ -203,12 +203,14 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
     let fresh_schema = schema_sql(&path);
 
     // Version 3 only adds the usage table (and its index), version 4 the host settings and
-    // version 5 the targets' admission settings, version 6 the runner environment,
-    // so taking them away and stamping version 2 gives exactly the file version 2 wrote.
+    // version 5 the targets' admission settings, version 6 the runner environment, version 7
+    // the caches' settings, so taking them away and stamping version 2 gives exactly the file
+    // version 2 wrote.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TABLE attempt_usage; DROP TABLE host_settings; DROP TABLE policy_admission;
-         DROP TABLE runner_env; PRAGMA user_version = 2;",
+         DROP TABLE runner_env; DROP TABLE policy_cache; DROP TABLE cache_settings;
+         PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);
@@ -217,7 +219,7 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
         .all(|s| !s.contains("attempt_usage")));
 
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(SCHEMA_VERSION, 7);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     for attempt in &attempts {
         assert_eq!(
