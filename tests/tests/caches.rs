@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use rm_e2e::{fake_github, is_root, routing_label, until, Daemon};
 use rm_testkit::package::RunnerPackage;
-use rm_testkit::{Conclusion, FakeConfig, FakeGitHub, InstallationRepos, JobSpec, JobStatus};
+use rm_testkit::{
+    Conclusion, EndpointMatch, FakeConfig, FakeGitHub, Fault, FaultRule, InstallationRepos,
+    JobSpec, JobStatus,
+};
 
 /// The fake GitHub with `octo/hello` and `octo/other`, both installed.
 async fn two_repos() -> FakeGitHub {
@@ -423,4 +426,95 @@ async fn a_target_joins_a_shared_namespace_or_turns_its_caches_off() {
     d.restart().await;
     let listed = d.ok(&["repo", "list"]).await;
     assert!(listed.contains("cache: off"), "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_removed() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let out = out_dir();
+    let o = out.path().display();
+    let seed = r#"echo trusted > "$npm_config_cache/marker""#;
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("seed", &[&label]).with_command(seed)],
+    )
+    .await;
+    let npm = d
+        .data_dir
+        .canonicalize()
+        .unwrap()
+        .join("runners/.caches/deps/repo/octo/hello/npm");
+    assert!(npm.join("marker").exists());
+
+    // The race GitHub allows: a runner is started for a trusted job (so it may write the
+    // cache), the trusted job goes away before the runner asks for work (its first poll is
+    // held here), and a fork's job queued meanwhile is the one it gets.
+    gh.inject_fault(FaultRule::times(
+        EndpointMatch::route("GET", "/_broker/sessions/*/message"),
+        Fault::Latency(Duration::from_secs(4)),
+        1,
+    ));
+    gh.queue_run("octo/hello", vec![JobSpec::new("trusted", &[&label])])
+        .unwrap();
+    until(Duration::from_secs(60), "the runner connected", || async {
+        gh.runners()
+            .iter()
+            .any(|r| r.status == "online")
+            .then_some(())
+    })
+    .await;
+    let trusted = gh.jobs().into_iter().find(|j| j.name == "trusted").unwrap();
+    gh.finish_job(trusted.id, Conclusion::Cancelled).unwrap();
+    let poison = format!(
+        r#"echo poisoned > "$npm_config_cache/marker"; echo "$npm_config_cache" > {o}/fork.npm"#
+    );
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("fork", &[&label])
+            .with_command(&poison)
+            .from_fork()
+            .duration(Duration::from_secs(2))],
+    )
+    .await;
+    assert_eq!(
+        PathBuf::from(read(out.path(), "fork.npm")),
+        npm,
+        "the fork's job ran with the shared cache: the race happened"
+    );
+    until(
+        Duration::from_secs(30),
+        "the namespace's caches removed",
+        || async { (!npm.join("marker").exists()).then_some(()) },
+    )
+    .await;
+    assert!(
+        d.log()
+            .contains("a job from a fork ran on a runner that could write the caches"),
+        "the service says why it removed them"
+    );
+    let after = format!(
+        r#"cat "$npm_config_cache/marker" > {o}/after 2>/dev/null || echo none > {o}/after"#
+    );
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("after", &[&label]).with_command(&after)],
+    )
+    .await;
+    assert_eq!(
+        read(out.path(), "after"),
+        "none",
+        "nothing the fork wrote is used"
+    );
 }

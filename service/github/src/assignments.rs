@@ -31,6 +31,8 @@ pub struct RunnerJob {
     pub html_url: Option<String>,
     /// `in_progress` or `completed` (as last seen).
     pub status: String,
+    /// Its run comes from a pull request of a fork.
+    pub from_fork: bool,
 }
 
 #[derive(Default)]
@@ -107,7 +109,8 @@ impl GitHubClient {
     }
 
     /// Records the runner of every assigned job in one run's listing (`repo` is `owner/repo`).
-    pub(crate) fn note_assignments(&self, repo: &str, jobs: &[JobItem]) {
+    /// `jobs` are one run's; `from_fork`: that run comes from a fork's pull request.
+    pub(crate) fn note_assignments(&self, repo: &str, jobs: &[JobItem], from_fork: bool) {
         for j in jobs {
             let Some(runner) = j.runner_name.as_deref().filter(|n| !n.is_empty()) else {
                 continue;
@@ -125,6 +128,7 @@ impl GitHubClient {
                     workflow_name: j.workflow_name.clone(),
                     html_url: j.html_url.clone(),
                     status: j.status.clone(),
+                    from_fork,
                 },
             );
         }
@@ -178,6 +182,7 @@ mod tests {
             workflow_name: None,
             html_url: None,
             status: "in_progress".into(),
+            from_fork: false,
         }
     }
 

@@ -233,7 +233,7 @@ impl GitHubClient {
                     .iter()
                     .all(|j| !NOT_STARTED.contains(&j.status.as_str()));
             self.remember_run(run_id, &full, updated_at.filter(|_| settled && in_progress));
-            self.note_assignments(&full, &listing.items);
+            self.note_assignments(&full, &listing.items, from_fork);
             jobs.extend(
                 listing
                     .items

@@ -27,6 +27,48 @@ pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
     }
 }
 
+/// A runner allowed to write its target's caches (no queued job it could take came from a fork
+/// when it started) that GitHub then gave a fork's job: what that job wrote cannot be trusted,
+/// so the namespace's caches are removed, in use or not. Known only when a demand listing saw
+/// the runner's job (a job shorter than a poll may go unseen).
+async fn fork_guard(daemon: &Daemon, event: &AgentEvent) {
+    let EventKind::Concluded { attempt, .. } = &event.kind else {
+        return;
+    };
+    let Some(caches) = daemon.caches.caches() else {
+        return;
+    };
+    let Some(namespace) = caches.writer_of(attempt.as_str()) else {
+        return;
+    };
+    let Some(job) = daemon.client.job_of_runner(&attempt.runner_name()) else {
+        return;
+    };
+    if !job.from_fork {
+        return;
+    }
+    tracing::warn!(
+        gh_target = %event.target,
+        attempt = %attempt,
+        job = job.job_id,
+        namespace = %namespace,
+        "a job from a fork ran on a runner that could write the caches (GitHub gave it a job queued after it started); removing that namespace's caches so no later job uses what it wrote"
+    );
+    let purged = tokio::task::spawn_blocking(move || caches.purge(&namespace)).await;
+    match purged {
+        Ok(Ok(r)) => tracing::info!(
+            removed = r.removed.len(),
+            "caches written by a fork's job removed"
+        ),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "the caches a fork's job wrote could not be removed: clear them with `runner-manager cache clear`")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the caches a fork's job wrote could not be removed: clear them with `runner-manager cache clear`")
+        }
+    }
+}
+
 /// Hands one event to every part; true when the status changed in a way watchers should see.
 async fn handle(daemon: &Daemon, event: &AgentEvent) -> bool {
     // A runner may have started: the meter samples while any runs.
@@ -37,6 +79,7 @@ async fn handle(daemon: &Daemon, event: &AgentEvent) -> bool {
         client: &daemon.client,
         watchers: &daemon.watchers,
     };
+    fork_guard(daemon, event).await;
     let mut changed = runners.on_event(event).await;
     changed |= daemon.failures.on_event(event, &daemon.watchers);
     changed |= daemon.demand.on_event(event, &daemon.client);

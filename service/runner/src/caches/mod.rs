@@ -244,7 +244,14 @@ pub struct Caches {
     platform: String,
     /// One change at a time: leases, gid allocation, the stats file.
     lock: Mutex<()>,
+    /// The runtimes lately given a namespace to write (newest last, at most
+    /// [`RECENT_WRITERS`]): a runner's job is learnt from GitHub only later, and a fork's job
+    /// on a writer means its namespace must go.
+    writers: Mutex<std::collections::VecDeque<(String, Namespace)>>,
 }
+
+/// How many writers [`Caches::writer_of`] remembers.
+const RECENT_WRITERS: usize = 512;
 
 /// The private directory a runner's caches live in when not shared.
 const PRIVATE_DIR: &str = "_cache";
@@ -266,6 +273,7 @@ impl Caches {
             owners,
             platform: platform.to_owned(),
             lock: Mutex::new(()),
+            writers: Mutex::new(std::collections::VecDeque::new()),
         };
         caches.ensure_layout()?;
         Ok(caches)
@@ -364,6 +372,11 @@ impl Caches {
             let ns_gid = self.ensure_namespace(&ns_dir)?;
             if writable {
                 primary = ns_gid;
+                let mut writers = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
+                if writers.len() >= RECENT_WRITERS {
+                    writers.pop_front();
+                }
+                writers.push_back((runtime.name.as_str().to_owned(), ns.clone()));
             }
             record.namespace = Some(ns.rel_dir());
             let mut stats = stats::Stats::load(&self.root);
@@ -818,6 +831,40 @@ impl Caches {
             if let Err(e) = stats.save(&self.root) {
                 tracing::warn!(error = %e, "cache statistics not saved");
             }
+        }
+        Ok(out)
+    }
+
+    /// The namespace `runtime` was given to write, if it was (lately).
+    pub fn writer_of(&self, runtime: &str) -> Option<Namespace> {
+        self.writers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .rev()
+            .find(|(name, _)| name == runtime)
+            .map(|(_, ns)| ns.clone())
+    }
+
+    /// Removes every cache of `namespace`, in use or not: what is in it can no longer be
+    /// trusted (a fork's job wrote there). A job using it meanwhile may fail; that is the
+    /// lesser harm.
+    pub fn purge(&self, namespace: &Namespace) -> Result<Removal, CachesError> {
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Removal::default();
+        for e in self.entries_locked()? {
+            if e.namespace.as_ref() != Some(namespace) {
+                continue;
+            }
+            fsutil::remove_any(&e.path)?;
+            out.removed.push(e);
+        }
+        let mut stats = stats::Stats::load(&self.root);
+        for e in &out.removed {
+            stats.forget(&namespace.rel_dir(), &e.tool);
+        }
+        if let Err(e) = stats.save(&self.root) {
+            tracing::warn!(error = %e, "cache statistics not saved");
         }
         Ok(out)
     }
