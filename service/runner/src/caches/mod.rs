@@ -7,7 +7,8 @@
 //! ([`crate::ResolvedRunAs::Pool`]):
 //! - A namespace's directory belongs to a group of its own (a numeric gid from the pool's range,
 //!   recorded by the directory's own gid, as per-attempt uids are recorded by runtimes'
-//!   owners), mode 2770. A runner allowed to write its target's caches runs with that group as
+//!   owners): the namespace's directory is root's, 0750, so no job can put a link where the
+//!   service looks; each tool's directory in it is 2770. A runner allowed to write its target's caches runs with that group as
 //!   its primary group and umask 007, so what one job writes the next can read and replace;
 //!   other targets' runners, jobs from forks and every other account cannot even list it.
 //! - A runner that may take a job from a fork gets private copies instead, dropped with its
@@ -259,7 +260,8 @@ const PRIVATE_DIR: &str = "_cache";
 const PRIVATE_TOOLS: &str = "_tool";
 
 impl Caches {
-    /// `runner_root` is the runtimes' parent; `ids` its service-only sidecar directory.
+    /// The caches under `runner_root` (the runtimes' parent), made if missing; `platform`
+    /// names the tool cache (`linux-x64`).
     pub fn open(
         runner_root: &Path,
         owners: CacheOwners,
@@ -320,14 +322,14 @@ impl Caches {
     fn tool_parent_mode(&self) -> DirMode {
         match self.owners {
             CacheOwners::Single { runner } => DirMode::owned(runner, 0o700),
-            // Other runners are "other" here; `.caches` (0750, the runners' group) keeps
+            // Other runners are "other" here; `.caches` (0710, the runners' group) keeps
             // everyone else out.
             CacheOwners::Groups { first_gid, .. } => DirMode::root_group(first_gid, 0o3775),
         }
     }
 
-    /// Sets up `runtime`'s caches for `plan` and records what it holds. `home` is the
-    /// runner's HOME inside the runtime.
+    /// Sets up `runtime`'s caches for `plan` and records what it holds (in the service-only
+    /// `.ids/<name>.caches`).
     pub fn prepare(
         &self,
         runtime: &Runtime,
