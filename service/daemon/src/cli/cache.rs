@@ -3,7 +3,7 @@
 //! service answers (it owns the caches); nothing is asked of GitHub.
 
 use super::backend_api::{client_failure, ApiBackend};
-use crate::exit::{ExitCode, Failure};
+use crate::exit::Failure;
 use rm_core::caches::{format_size, parse_size, Namespace, TOOL_CACHE_ID};
 use rm_proto::{CacheClear, CacheEntry, CachesReport, HostCachesChange, TargetRef};
 use std::path::Path;
@@ -160,6 +160,5 @@ pub fn set_size(socket: &Path, size: &str) -> Result<(), Failure> {
     if used > report.cap_bytes {
         println!("What running jobs use is removed once they finish.");
     }
-    let _ = ExitCode::Ok;
     Ok(())
 }
