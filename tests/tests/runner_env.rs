@@ -36,7 +36,7 @@ fn listener_environ(data_dir: &Path) -> Option<BTreeMap<String, String>> {
         let Ok(raw) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        let vars = raw
+        let vars: BTreeMap<String, String> = raw
             .split(|b| *b == 0)
             .filter_map(|kv| {
                 let kv = String::from_utf8_lossy(kv);
@@ -44,6 +44,11 @@ fn listener_environ(data_dir: &Path) -> Option<BTreeMap<String, String>> {
                 Some((k.to_owned(), v.to_owned()))
             })
             .collect();
+        // Mid-`execve` the kernel already shows the new `exe` but not yet the new environment
+        // (it reads as empty): that is "not started yet", not "started with nothing".
+        if vars.is_empty() {
+            continue;
+        }
         return Some(vars);
     }
     None
@@ -62,13 +67,19 @@ async fn environ_of_next_runner(
         vec![JobSpec::new(name, &[label]).duration(Duration::from_secs(6))],
     )
     .unwrap();
+    let job = gh.jobs().into_iter().find(|j| j.name == name).unwrap().id;
+    // Read once the listener runs the job: by then it is long past its own exec.
     let env = until(
         Duration::from_secs(60),
-        "the runner's listener running",
-        || async { listener_environ(&d.data_dir) },
+        "the runner's listener running the job",
+        || async {
+            let running = gh
+                .job(job)
+                .is_some_and(|j| j.status == JobStatus::InProgress);
+            running.then(|| listener_environ(&d.data_dir)).flatten()
+        },
     )
     .await;
-    let job = gh.jobs().into_iter().find(|j| j.name == name).unwrap().id;
     let client = d.client().await;
     until(
         Duration::from_secs(90),
