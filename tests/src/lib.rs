@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture may panic
 
 pub mod bus;
+pub mod jobs;
 pub mod tray;
 pub mod webdriver;
 

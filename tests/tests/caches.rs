@@ -11,15 +11,15 @@
 //!   `cache clear` names what it left; `cache show` counts hits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use rm_e2e::jobs::{out_dir, read, run};
 use rm_e2e::{fake_github, is_root, routing_label, until, Daemon};
 use rm_testkit::package::RunnerPackage;
 use rm_testkit::{
-    Conclusion, EndpointMatch, FakeConfig, FakeGitHub, Fault, FaultRule, InstallationRepos,
-    JobSpec, JobStatus,
+    Conclusion, EndpointMatch, FakeConfig, FakeGitHub, Fault, FaultRule, InstallationRepos, JobSpec,
 };
 
 /// The fake GitHub with `octo/hello` and `octo/other`, both installed.
@@ -40,54 +40,6 @@ async fn two_repos() -> FakeGitHub {
     .unwrap();
     gh.set_runner_package(&RunnerPackage::shared_for_tests().unwrap());
     gh
-}
-
-/// A directory every runner account may write (the jobs report through files in it).
-fn out_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("rm-e2e-out")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    dir
-}
-
-fn read(dir: &Path, name: &str) -> String {
-    std::fs::read_to_string(dir.join(name))
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .trim()
-        .to_owned()
-}
-
-/// Queues `spec` for `repo`, waits until it completed and every runner is gone (so the next
-/// job's runner starts after this one's was cleaned), and answers its conclusion.
-async fn run(d: &Daemon, gh: &FakeGitHub, repo: &str, specs: Vec<JobSpec>) -> Vec<Conclusion> {
-    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    gh.queue_run(repo, specs).unwrap();
-    let client = d.client().await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let jobs: Vec<_> = gh
-            .jobs()
-            .into_iter()
-            .filter(|j| names.contains(&j.name))
-            .collect();
-        let done =
-            jobs.len() == names.len() && jobs.iter().all(|j| j.status == JobStatus::Completed);
-        let idle = client.status().await.is_ok_and(|s| s.runners.is_empty());
-        if done && idle {
-            return jobs.iter().filter_map(|j| j.conclusion).collect();
-        }
-        if std::time::Instant::now() > deadline {
-            let log = d.log();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            panic!(
-                "jobs {names:?} not done with their runners gone after 120 s: {jobs:?}\nservice log (newest first):\n{}",
-                tail.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

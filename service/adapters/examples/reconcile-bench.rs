@@ -90,7 +90,7 @@ impl RunnerHostPort for AliveHost {
     async fn evidence(&self, _: &Path) -> Evidence {
         Evidence::None
     }
-    async fn scrub(&self, _: &Path) -> Result<(), ScrubError> {
+    async fn scrub(&self, _: &Path, _: bool) -> Result<(), ScrubError> {
         Ok(())
     }
 }

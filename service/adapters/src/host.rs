@@ -9,7 +9,7 @@ use rm_core::caches::CacheAccess;
 use rm_core::{AttemptId, Evidence, HostCheck, ProcessIdentity};
 use rm_runner::{
     CachePlan, InstalledPackage, JitConfig, PackageId, PackageSource, Platform, ProcessState,
-    RunnerHost, Runtime, RuntimeName,
+    RunnerHost, Runtime, RuntimeName, WorkspaceRequest,
 };
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -217,10 +217,20 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         if plan.access == CacheAccess::ReadOnly && plan.namespace.is_some() {
             tracing::info!(runtime = %runtime.display(), gh_target = %spawn_for.target, "a queued job comes from a fork: this runner reads the caches and does not write them");
         }
+        let workspace = if spawn_for.persistent_workspace {
+            // The package the runtime was just made from (checked every 6 h, so the same one).
+            let package = self.package.lock().await.as_ref().map(|p| p.id.to_string());
+            Some(WorkspaceRequest {
+                policy: spawn_for.policy,
+                package: package.unwrap_or_default(),
+            })
+        } else {
+            None
+        };
         tokio::task::spawn_blocking(move || {
             let config = JitConfig::new(jit.expose());
             drop(jit);
-            host.spawn(&rt, &config, Some(&plan))
+            host.spawn(&rt, &config, Some(&plan), workspace.as_ref())
                 .map(|run| run.identity)
                 .map_err(|e| HostError::SpawnFailed {
                     detail: e.to_string(),
@@ -297,7 +307,7 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         }
     }
 
-    async fn scrub(&self, runtime: &Path) -> Result<(), ScrubError> {
+    async fn scrub(&self, runtime: &Path, keep_workspace: bool) -> Result<(), ScrubError> {
         let name = name_of(runtime).map_err(|detail| ScrubError {
             retryable: false,
             detail,
@@ -312,7 +322,7 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(runtime);
-        match self.host.scrub(&name).await {
+        match self.host.scrub(&name, keep_workspace).await {
             Ok(_) => Ok(()),
             Err(rm_runner::HostError::Scrub(e)) => Err(ScrubError {
                 retryable: e.is_retryable(),

@@ -13,7 +13,7 @@ use crate::why::{demand_unread, note_runners};
 use rm_core::{
     allocate, job_matches_runner, match_demand_for_runner, Allocation, AllocationInput, Attempt,
     AttemptId, Evidence, FailureReason, Outcome, PassStop, PassView, Policy, PolicyDemand,
-    PolicyId, PolicyState, RunsOn, Timestamp,
+    PolicyId, PolicyState, RunsOn, Timestamp, WorkspaceMode,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -424,6 +424,8 @@ where
             policy: policy.id(),
             target: self.target.clone(),
             fork_jobs,
+            persistent_workspace: policy.workspace_mode() == WorkspaceMode::Persistent
+                && !fork_jobs,
         };
         let process = match host.spawn(&runtime, config, &spawn_for).await {
             Ok(p) => p,

@@ -480,7 +480,8 @@ where
                 return;
             }
         }
-        match host.scrub(&runtime).await {
+        let keep_workspace = rm_core::workspace::keeps_workspace(attempt.outcome());
+        match host.scrub(&runtime, keep_workspace).await {
             Ok(()) => {
                 crate::failpoint!("after_clean");
                 let before = attempt.clone();

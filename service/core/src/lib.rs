@@ -22,6 +22,7 @@ pub mod runner_env;
 pub mod target;
 pub mod time;
 pub mod why;
+pub mod workspace;
 
 pub use allocator::{allocate, headroom, Allocation, AllocationInput, Grant, Limit, PolicyDemand};
 pub use attempt::{

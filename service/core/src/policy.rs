@@ -77,7 +77,8 @@ text_enum! {
         /// A fresh directory per attempt, removed entirely when it is cleaned.
         #[default]
         Ephemeral => "ephemeral",
-        /// Reserved: kept between attempts. Not supported yet, so policies refuse it.
+        /// A slot per concurrent runner keeps `_work` between jobs, scrubbed of credentials
+        /// (see [`crate::workspace`]).
         Persistent => "persistent",
     }
 }
@@ -91,8 +92,6 @@ pub enum PolicyError {
     MinAboveMax { min: u32, max: u32 },
     #[error("min_capacity {min} needs a max_capacity: a monitor-only policy (no max_capacity) starts no runners")]
     MinWithoutMax { min: u32 },
-    #[error("workspace mode 'persistent' is reserved and not supported yet: use 'ephemeral'")]
-    PersistentUnsupported,
     #[error("policy state cannot go from '{from}' to '{to}'")]
     IllegalTransition { from: PolicyState, to: PolicyState },
 }
@@ -125,11 +124,7 @@ impl PolicySpec {
     }
 
     pub fn validate(&self) -> Result<(), PolicyError> {
-        check_capacity(self.max_capacity, self.min_capacity)?;
-        if self.workspace_mode == WorkspaceMode::Persistent {
-            return Err(PolicyError::PersistentUnsupported);
-        }
-        Ok(())
+        check_capacity(self.max_capacity, self.min_capacity)
     }
 }
 
@@ -201,9 +196,6 @@ impl Policy {
     /// Rebuilds a stored policy, refusing an inconsistent row.
     pub fn from_parts(parts: PolicyParts) -> Result<Self, PolicyError> {
         check_capacity(parts.max_capacity, parts.min_capacity)?;
-        if parts.workspace_mode == WorkspaceMode::Persistent {
-            return Err(PolicyError::PersistentUnsupported);
-        }
         Ok(Policy {
             id: parts.id,
             target: parts.target,
@@ -285,6 +277,10 @@ impl Policy {
         self.max_capacity = max;
         self.min_capacity = min;
         Ok(())
+    }
+
+    pub fn set_workspace_mode(&mut self, mode: WorkspaceMode) {
+        self.workspace_mode = mode;
     }
 
     pub fn set_labels(&mut self, labels: LabelSet) {
@@ -407,13 +403,16 @@ mod tests {
     }
 
     #[test]
-    fn persistent_workspace_is_reserved() {
+    fn persistent_workspace_round_trips() {
         let mut s = spec();
         s.workspace_mode = WorkspaceMode::Persistent;
-        assert_eq!(s.validate(), Err(PolicyError::PersistentUnsupported));
-        let mut parts = Policy::new(PolicyId::new(1), spec()).unwrap().to_parts();
-        parts.workspace_mode = WorkspaceMode::Persistent;
-        assert!(Policy::from_parts(parts).is_err());
+        assert_eq!(s.validate(), Ok(()));
+        let mut p = Policy::new(PolicyId::new(1), s).unwrap();
+        assert_eq!(p.workspace_mode(), WorkspaceMode::Persistent);
+        let back = Policy::from_parts(p.to_parts()).unwrap();
+        assert_eq!(back.workspace_mode(), WorkspaceMode::Persistent);
+        p.set_workspace_mode(WorkspaceMode::Ephemeral);
+        assert_eq!(p.workspace_mode(), WorkspaceMode::Ephemeral);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub use status::{
     FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission, HostCheck,
     HostStatus, JobRef, LoadAverage, Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage,
     Status, TargetAdmission, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus,
-    WorkstationHold,
+    Workspace, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

@@ -72,11 +72,20 @@ pub struct TargetUpdate {
     /// The target's own cache settings, replacing what it had (all `null`: the defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::caches::TargetCache>,
+    /// Keep the work folder between jobs (`persistent`) or not (`ephemeral`: the saved
+    /// workspaces are deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<crate::status::Workspace>,
 }
 
 impl TargetUpdate {
     /// Refuses contradictory fields. The server runs this before the handler.
     pub fn check(&self) -> Result<(), ApiError> {
+        if self.workspace == Some(crate::status::Workspace::Unknown) {
+            return Err(ApiError::bad_request(
+                "workspace must be \"persistent\" or \"ephemeral\"",
+            ));
+        }
         if self.monitor_only == Some(true) && self.max_capacity.is_some() {
             return Err(ApiError::bad_request(
                 "monitor_only: true removes max_capacity, so the two cannot be sent together: \

@@ -316,6 +316,25 @@ pub struct TargetStatus {
     /// The target's own cache settings (`null`: the defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::caches::TargetCache>,
+    /// Whether its runners keep their work folder between jobs.
+    #[serde(default)]
+    pub workspace: Workspace,
+    /// Persistent workspaces saved for its next runners (0 for an ephemeral target).
+    #[serde(default)]
+    pub saved_workspaces: u32,
+}
+
+/// Where a target's runners keep their work folder (`_work`) between jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workspace {
+    /// A fresh one per job, removed with the runner.
+    #[default]
+    Ephemeral,
+    /// A slot per concurrent runner, kept between jobs without credentials.
+    Persistent,
+    #[serde(other)]
+    Unknown,
 }
 
 /// A target's own memory admission settings over the host's; a `null` field follows the host.

@@ -17,6 +17,7 @@ use crate::runner_env::RunnerEnv;
 use crate::runtime::{RunnerRoot, Runtime, RuntimeError, RuntimeName};
 use crate::scrub::{scrub, ScrubError, ScrubReport};
 use crate::secret::JitConfig;
+use crate::workspaces::{GivenBack, Workspaces};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,6 +78,14 @@ pub enum HostError {
     Task(String),
 }
 
+/// A persistent target's runner asks for a workspace slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceRequest {
+    pub policy: rm_core::PolicyId,
+    /// The runner package the runtime was made from: a slot saved with another is reset.
+    pub package: String,
+}
+
 /// A runtime ready to spawn in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreparedRuntime {
@@ -94,6 +103,9 @@ pub struct RunnerHost<S> {
     /// `None` when the caches' directory could not be set up (logged; runners then start
     /// without caches).
     caches: Option<Arc<Caches>>,
+    /// `None` when `.workspaces` could not be set up (logged; every runner then starts from
+    /// an empty `_work`).
+    workspaces: Option<Arc<Workspaces>>,
     prepares: tokio::sync::Semaphore,
     copy: CopyMethod,
     copy_threads: usize,
@@ -141,6 +153,17 @@ impl<S: PackageSource> RunnerHost<S> {
                 None
             }
         };
+        let workspaces = match Workspaces::open(&config.runner_root) {
+            Ok(w) => {
+                let w = Arc::new(w);
+                config.caches.set_workspaces(Arc::clone(&w));
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "persistent workspaces could not be set up; runners start from an empty work folder");
+                None
+            }
+        };
         let (max_prepares, copy, copy_threads) = (
             config.max_concurrent_prepares,
             config.copy,
@@ -152,6 +175,7 @@ impl<S: PackageSource> RunnerHost<S> {
             root: Arc::new(root),
             processes: ProcessHost::new(),
             caches,
+            workspaces,
             prepares: tokio::sync::Semaphore::new(max_prepares.max(1)),
             copy,
             copy_threads: copy_threads.max(1),
@@ -229,14 +253,36 @@ impl<S: PackageSource> RunnerHost<S> {
         self.caches.as_ref()
     }
 
-    /// Starts the listener in a prepared runtime, with the caches `plan` gives it (blocking:
-    /// a read-only runner's caches are copied).
+    /// The persistent workspaces, when they could be set up.
+    pub fn workspaces(&self) -> Option<&Arc<Workspaces>> {
+        self.workspaces.as_ref()
+    }
+
+    /// Starts the listener in a prepared runtime, with the caches `plan` gives it and, for a
+    /// persistent target, a workspace slot (blocking: a read-only runner's caches are copied,
+    /// a restored workspace is given to the runner's account).
     pub fn spawn(
         &self,
         runtime: &Runtime,
         jit_config: &JitConfig,
         plan: Option<&CachePlan>,
+        workspace: Option<&WorkspaceRequest>,
     ) -> Result<SpawnedRunner, HostError> {
+        if let (Some(slots), Some(req)) = (&self.workspaces, workspace) {
+            match slots.take(runtime, req.policy, &req.package) {
+                Ok(slot) => tracing::info!(
+                    runtime = %runtime.name,
+                    slot = slot.index,
+                    restored = slot.restored,
+                    reset_for_package = slot.reset_for_package,
+                    "persistent workspace given to the runner"
+                ),
+                // A job in an empty workspace is slower, not wrong: it still runs.
+                Err(e) => {
+                    tracing::warn!(runtime = %runtime.name, error = %e, "the runner starts without its persistent workspace")
+                }
+            }
+        }
         let mut extra_env = self.config.env.get().to_vec();
         let mut groups = None;
         if let (Some(caches), Some(plan)) = (&self.caches, plan) {
@@ -284,14 +330,31 @@ impl<S: PackageSource> RunnerHost<S> {
     }
 
     /// Removes the runtime entirely, then its runner id sidecar (off the async threads).
-    /// Retryable failures come back as [`HostError::Scrub`]; drive them with
-    /// [`crate::ScrubRetry`].
-    pub async fn scrub(&self, name: &RuntimeName) -> Result<ScrubReport, HostError> {
+    /// A persistent workspace it holds is saved first when `keep_workspace` (the runner ended
+    /// cleanly), else reset. Retryable failures come back as [`HostError::Scrub`]; drive them
+    /// with [`crate::ScrubRetry`].
+    pub async fn scrub(
+        &self,
+        name: &RuntimeName,
+        keep_workspace: bool,
+    ) -> Result<ScrubReport, HostError> {
         let (root, name) = (Arc::clone(&self.root), name.clone());
         let caches = self.caches.clone();
+        let workspaces = self.workspaces.clone();
         let cap = self.config.caches.cap_bytes();
         blocking(move || {
-            let report = scrub(&root.runtime_path(&name))?;
+            let path = root.runtime_path(&name);
+            if let Some(slots) = workspaces {
+                // Never blocks the scrub: a slot that cannot be saved is simply not there next
+                // time.
+                match slots.give_back(&name, &path, keep_workspace) {
+                    Ok(GivenBack::Saved { cleaned }) => tracing::info!(runtime = %name, cleaned, "persistent workspace saved for the next job"),
+                    Ok(GivenBack::Reset) => tracing::info!(runtime = %name, "persistent workspace reset"),
+                    Ok(GivenBack::NoSlot) => {}
+                    Err(e) => tracing::warn!(runtime = %name, error = %e, "the persistent workspace could not be given back"),
+                }
+            }
+            let report = scrub(&path)?;
             if let Some(caches) = caches {
                 // The runtime is gone: its leases end, then the caches are brought under
                 // the cap between jobs. Neither undoes the scrub if it fails.

@@ -15,6 +15,7 @@
 //! - [`doctor`]: the host fitness checks (`runner-manager host doctor`).
 //! - [`runner_env`]: the host's runner environment, read at each spawn.
 //! - [`caches`]: the tool cache and the dependency caches runners share, who may write them.
+//! - [`workspaces`]: persistent workspaces, a slot per concurrent runner kept between jobs.
 //! - [`host`]: all of the above behind one handle, in the order a launch uses them.
 
 pub mod account;
@@ -31,6 +32,7 @@ pub mod runner_env;
 pub mod runtime;
 pub mod scrub;
 pub mod secret;
+pub mod workspaces;
 
 pub use account::{
     ensure_runner_account, lookup_account, AccountError, ResolvedRunAs, RunAs, RunnerAccount,
@@ -41,7 +43,7 @@ pub use caches::{
     PreparedCaches, Removal, RunnerGroups,
 };
 pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError, EvidenceKind};
-pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};
+pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig, WorkspaceRequest};
 pub use materialize::{
     materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport, UsedMethod,
 };
@@ -62,3 +64,4 @@ pub use runner_env::RunnerEnv;
 pub use runtime::{Ownership, RunnerRoot, Runtime, RuntimeError, RuntimeName};
 pub use scrub::{scrub, RetryDecision, ScrubError, ScrubReport, ScrubRetry};
 pub use secret::JitConfig;
+pub use workspaces::{GivenBack, TakenSlot, WorkspaceError, Workspaces};

@@ -40,6 +40,9 @@ pub struct SpawnFor {
     /// A queued job the runner may take comes from a pull request of a fork: it reads the
     /// caches and never writes them.
     pub fork_jobs: bool,
+    /// The target keeps workspaces between jobs and no queued job comes from a fork: the
+    /// runner gets a persistent workspace slot.
+    pub persistent_workspace: bool,
 }
 
 /// What the agent asks of the machine. Every path is an attempt's runtime directory.
@@ -97,8 +100,14 @@ pub trait RunnerHostPort: Send + Sync + 'static {
     /// What the runner's `_diag` directory shows; unreadable counts as [`Evidence::None`].
     fn evidence(&self, runtime: &Path) -> impl Future<Output = Evidence> + Send;
 
-    /// Removes the runtime directory entirely and verifies nothing is left.
-    fn scrub(&self, runtime: &Path) -> impl Future<Output = Result<(), ScrubError>> + Send;
+    /// Removes the runtime directory entirely and verifies nothing is left. A persistent
+    /// workspace slot it holds is saved first when `keep_workspace` (the runner ended
+    /// cleanly), else reset.
+    fn scrub(
+        &self,
+        runtime: &Path,
+        keep_workspace: bool,
+    ) -> impl Future<Output = Result<(), ScrubError>> + Send;
 
     /// The required host checks a launch depends on (the runner root reachable by the runner
     /// identity, the package runnable, the disk): a host failing one is unfit, and the loop
@@ -162,8 +171,12 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
     fn evidence(&self, runtime: &Path) -> impl Future<Output = Evidence> + Send {
         (**self).evidence(runtime)
     }
-    fn scrub(&self, runtime: &Path) -> impl Future<Output = Result<(), ScrubError>> + Send {
-        (**self).scrub(runtime)
+    fn scrub(
+        &self,
+        runtime: &Path,
+        keep_workspace: bool,
+    ) -> impl Future<Output = Result<(), ScrubError>> + Send {
+        (**self).scrub(runtime, keep_workspace)
     }
     fn check_fitness(&self) -> impl Future<Output = Vec<HostCheck>> + Send {
         (**self).check_fitness()

@@ -777,3 +777,68 @@ async fn a_runner_that_may_take_a_forks_job_is_started_to_read_the_caches_only()
     assert!(spawned[1].fork_jobs, "a fork's job was queued");
     assert_eq!(spawned[1].target, target());
 }
+
+/// Makes policy 1 keep its workspaces between jobs.
+fn make_persistent(h: &Harness) {
+    let mut st = h.journal.state.lock().unwrap();
+    let p = st
+        .policies
+        .iter_mut()
+        .find(|p| p.id() == rm_core::PolicyId::new(1))
+        .unwrap();
+    p.set_workspace_mode(rm_core::WorkspaceMode::Persistent);
+}
+
+#[tokio::test]
+async fn a_persistent_targets_runner_gets_a_slot_and_keeps_it_only_after_a_clean_end() {
+    let h = Harness::new();
+    make_persistent(&h);
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 1);
+    let a = only_attempt(&h);
+    // The job ran and the runner left GitHub and exited: its workspace is kept.
+    h.github.set_jobs(0);
+    h.github.unlist(a.runner_name());
+    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.kill(a.process().unwrap());
+    h.clock.advance(Duration::from_secs(2));
+    lp.pass().await;
+    assert_eq!(
+        h.journal.attempt(a.id()).outcome(),
+        Some(Outcome::CompletedJob)
+    );
+    assert_eq!(h.host.kept_workspace(), vec![true]);
+
+    // A runner that fails to start resets its slot.
+    h.host.state.lock().unwrap().spawn_error = Some(HostError::SpawnFailed {
+        detail: "exec format error".into(),
+    });
+    h.github.set_jobs(1);
+    h.clock.advance(Duration::from_secs(2));
+    lp.pass().await;
+    assert_eq!(h.host.kept_workspace(), vec![true, false]);
+
+    // A fork's job queued: that runner gets no slot (it would read and could poison it).
+    h.host.state.lock().unwrap().spawn_error = None;
+    h.github.state.lock().unwrap().jobs[0].from_fork = true;
+    h.clock.advance(Duration::from_secs(120));
+    lp.pass().await;
+    let spawned = h.host.state.lock().unwrap().spawned_for.clone();
+    let slots: Vec<(bool, bool)> = spawned
+        .iter()
+        .map(|s| (s.fork_jobs, s.persistent_workspace))
+        .collect();
+    assert_eq!(slots.first(), Some(&(false, true)), "{spawned:?}");
+    assert_eq!(slots.last(), Some(&(true, false)), "{spawned:?}");
+}
+
+#[tokio::test]
+async fn an_ephemeral_targets_runner_gets_no_slot() {
+    let h = Harness::new();
+    h.github.set_jobs(1);
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 1);
+    let spawned = h.host.state.lock().unwrap().spawned_for.clone();
+    assert!(!spawned[0].persistent_workspace);
+}

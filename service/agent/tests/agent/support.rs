@@ -469,6 +469,8 @@ pub struct HState {
     pub evidence: HashMap<PathBuf, Evidence>,
     pub scrub_script: VecDeque<ScrubError>,
     pub scrubbed: Vec<PathBuf>,
+    /// Whether each scrub (in order) asked to keep a persistent workspace.
+    pub kept_workspace: Vec<bool>,
     pub stops: Vec<ProcessIdentity>,
     pub secrets: Vec<String>,
     /// Whom each runner was spawned for, in order.
@@ -541,6 +543,10 @@ impl FakeHost {
 
     pub fn scrubbed(&self) -> Vec<PathBuf> {
         self.state.lock().unwrap().scrubbed.clone()
+    }
+
+    pub fn kept_workspace(&self) -> Vec<bool> {
+        self.state.lock().unwrap().kept_workspace.clone()
     }
 }
 
@@ -656,13 +662,14 @@ impl RunnerHostPort for FakeHost {
         st.fitness.clone()
     }
 
-    async fn scrub(&self, runtime: &Path) -> Result<(), ScrubError> {
+    async fn scrub(&self, runtime: &Path, keep_workspace: bool) -> Result<(), ScrubError> {
         push(&self.log, "host.scrub");
         let mut st = self.state.lock().unwrap();
         if let Some(e) = st.scrub_script.pop_front() {
             return Err(e);
         }
         st.scrubbed.push(runtime.to_owned());
+        st.kept_workspace.push(keep_workspace);
         Ok(())
     }
 }

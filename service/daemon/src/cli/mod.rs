@@ -227,6 +227,11 @@ pub struct SetArgs {
     /// of one monorepo family), or `own` for the target's own.
     #[arg(long, value_name = "NAME|own", value_parser = parse_cache_namespace)]
     pub cache_namespace: Option<Own<String>>,
+    /// Keep each runner's work folder between jobs (persistent: a checkout becomes an
+    /// incremental fetch, build outputs survive; credentials are removed between jobs), or
+    /// not (ephemeral, the default: the saved workspaces are deleted).
+    #[arg(long, value_name = "persistent|ephemeral", value_parser = parse_workspace)]
+    pub workspace: Option<rm_proto::Workspace>,
     /// Try a target that stopped (`repair_required`, launches kept failing) again, once what
     /// `runner-manager status` names is fixed; the host checks run first.
     #[arg(long)]
@@ -264,6 +269,14 @@ fn parse_cache_switch(text: &str) -> Result<Own<bool>, String> {
         "off" => Ok(Own::Value(false)),
         "default" => Ok(Own::Host),
         other => Err(format!("'{other}' is not on, off or default")),
+    }
+}
+
+fn parse_workspace(text: &str) -> Result<rm_proto::Workspace, String> {
+    match text {
+        "persistent" => Ok(rm_proto::Workspace::Persistent),
+        "ephemeral" => Ok(rm_proto::Workspace::Ephemeral),
+        other => Err(format!("'{other}' is not persistent or ephemeral")),
     }
 }
 
@@ -889,6 +902,12 @@ fn offline_target_command(
                      caches): drop `--offline`",
                 ));
             }
+            if s.workspace.is_some() {
+                return Err(Failure::usage(
+                    "a target's workspace mode changes through the running service (it owns the \
+                     saved workspaces): drop `--offline`",
+                ));
+            }
             if change.capacity.is_none()
                 && change.min_capacity.is_none()
                 && change.enabled.is_none()
@@ -1022,12 +1041,13 @@ fn api_target_command(
                 retry: s.retry.then_some(true),
                 admission,
                 cache,
+                workspace: s.workspace,
             };
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
                      --monitor-only, --label, --enable, --disable, --retry, --memory-admission, \
-                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace (see `runner-manager {noun} set --help`)"
+                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace, --workspace (see `runner-manager {noun} set --help`)"
                 )));
             }
             let updated = api.update_target(&target, &change)?;

@@ -169,7 +169,7 @@ fn when(t: rm_proto::UnixMillis) -> String {
 pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
     let (cap, profile) = capacity_and_profile(t.max_capacity, &t.profile);
     format!(
-        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}{}",
+        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}{}{}",
         t.target,
         wire(&t.state),
         if t.enabled { "" } else { ", disabled" },
@@ -178,8 +178,17 @@ pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
         t.active_runners,
         t.labels.join(","),
         own_admission_text(t.admission.as_ref()),
-        own_cache_text(t.cache.as_ref())
+        own_cache_text(t.cache.as_ref()),
+        workspace_text(t.workspace, t.saved_workspaces)
     )
+}
+
+/// ` · workspace: persistent (2 saved)` for a target that keeps its work folders.
+fn workspace_text(w: rm_proto::Workspace, saved: u32) -> String {
+    match w {
+        rm_proto::Workspace::Persistent => format!(" · workspace: persistent ({saved} saved)"),
+        _ => String::new(),
+    }
 }
 
 /// ` · cache: off` / ` · cache: shared team-a` for a target with its own cache settings.

@@ -8,7 +8,7 @@ use super::sign_in::SignIns;
 use super::state::{meta, Daemon};
 use super::status::{self, journal_error};
 use rm_core::{
-    Label, LabelSet, Policy, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
+    Label, LabelSet, Policy, PolicyId, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
     WorkspaceMode,
 };
 use rm_proto::{
@@ -224,6 +224,27 @@ impl Api {
         Ok(status::target_status(&self.daemon, policy, active))
     }
 
+    /// Deletes a target's saved workspaces (a runner using one now saves nothing when it
+    /// ends). A failure is logged with its fix; the change it follows still stands.
+    async fn reset_workspaces(&self, policy: PolicyId) {
+        let Some(slots) = self.daemon.caches.workspaces() else {
+            return;
+        };
+        match tokio::task::spawn_blocking(move || slots.reset_policy(policy)).await {
+            Ok(Ok(true)) => tracing::info!(
+                policy = policy.get(),
+                "the target's persistent workspaces were deleted"
+            ),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(policy = policy.get(), error = %e, "the target's persistent workspaces could not be deleted: remove them under <runner root>/.workspaces")
+            }
+            Err(e) => {
+                tracing::error!(policy = policy.get(), error = %e, "the target's persistent workspaces could not be deleted")
+            }
+        }
+    }
+
     async fn changed(&self) {
         self.daemon.wake.notify_one();
         self.daemon.publish_status().await;
@@ -410,6 +431,13 @@ impl Handler for Api {
                 .map_err(|e| bad(format!("{e}: send fewer labels")))?;
             policy.set_labels(set);
         }
+        let workspace = req.workspace.map(|w| match w {
+            rm_proto::Workspace::Persistent => WorkspaceMode::Persistent,
+            _ => WorkspaceMode::Ephemeral,
+        });
+        if let Some(mode) = workspace {
+            policy.set_workspace_mode(mode);
+        }
         let own = req.admission.map(own_admission).transpose()?;
         let own_cache = req.cache.map(own_cache).transpose()?;
         let cache_stored = own_cache.clone();
@@ -440,6 +468,12 @@ impl Handler for Api {
             tracing::info!(uid = peer.uid, gh_target = %target.name, settings = ?own, "target cache settings changed: runners started from now on use them");
             self.daemon.caches.set_policy(stored.id(), own);
         }
+        if let Some(mode) = workspace {
+            tracing::info!(uid = peer.uid, gh_target = %target.name, workspace = %mode, "target workspace mode changed: runners started from now on use it");
+            if mode == WorkspaceMode::Ephemeral {
+                self.reset_workspaces(stored.id()).await;
+            }
+        }
         if retry {
             self.daemon
                 .launch
@@ -469,6 +503,7 @@ impl Handler for Api {
                         .add(&self.daemon.journal, id)
                         .await
                         .map_err(journal_error)?;
+                    self.reset_workspaces(id).await;
                     tracing::info!(uid = peer.uid, gh_target = %target.name, "target removed; its runners finish their job first");
                     self.changed().await;
                     return Ok(());

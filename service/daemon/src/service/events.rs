@@ -35,18 +35,46 @@ async fn fork_guard(daemon: &Daemon, event: &AgentEvent) {
     let EventKind::Concluded { attempt, .. } = &event.kind else {
         return;
     };
+    let Some(job) = daemon
+        .client
+        .job_of_runner(&attempt.runner_name())
+        .filter(|j| j.from_fork)
+    else {
+        return;
+    };
+    if let Some(slots) = daemon.caches.workspaces() {
+        // The runner may be cleaned (its slot saved) before or after this: deleting the
+        // target's slots covers both, a lease gone means nothing is saved.
+        let id = attempt.clone();
+        let policy = match daemon.journal.with(move |j| j.get_attempt(&id)).await {
+            Ok(Some(a)) => Some(a.policy_id()),
+            _ => None,
+        };
+        let held = policy
+            .filter(|p| slots.saved(*p) > 0 || slots.holder_policy(attempt.as_str()) == Some(*p));
+        if let Some(policy) = held {
+            match tokio::task::spawn_blocking(move || slots.reset_policy(policy)).await {
+                Ok(Ok(_)) => tracing::warn!(
+                    gh_target = %event.target,
+                    attempt = %attempt,
+                    job = job.job_id,
+                    "a job from a fork ran on a runner of a target with persistent workspaces (GitHub gave it a job queued after the runner started); the target's saved workspaces were deleted"
+                ),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "the workspaces a fork's job may have used could not be deleted: run `runner-manager repo set TARGET --workspace ephemeral`")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the workspaces a fork's job may have used could not be deleted: run `runner-manager repo set TARGET --workspace ephemeral`")
+                }
+            }
+        }
+    }
     let Some(caches) = daemon.caches.caches() else {
         return;
     };
     let Some(namespace) = caches.writer_of(attempt.as_str()) else {
         return;
     };
-    let Some(job) = daemon.client.job_of_runner(&attempt.runner_name()) else {
-        return;
-    };
-    if !job.from_fork {
-        return;
-    }
     tracing::warn!(
         gh_target = %event.target,
         attempt = %attempt,

@@ -91,6 +91,16 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
                 }),
             })
         },
+        workspace: match policy.workspace_mode() {
+            rm_core::WorkspaceMode::Persistent => rm_proto::Workspace::Persistent,
+            rm_core::WorkspaceMode::Ephemeral => rm_proto::Workspace::Ephemeral,
+        },
+        saved_workspaces: match policy.workspace_mode() {
+            rm_core::WorkspaceMode::Persistent => daemon.caches.workspaces().map_or(0, |w| {
+                u32::try_from(w.saved(policy.id())).unwrap_or(u32::MAX)
+            }),
+            rm_core::WorkspaceMode::Ephemeral => 0,
+        },
     }
 }
 

@@ -3,6 +3,7 @@ use crate::signin::SignInSession;
 use crate::status::{
     Arch, Demand, FailureReason, GitHubHealth, GitHubHealthState, HostStatus, JobRef, Os,
     ProblemCode, RunnerState, RunnerStatus, TargetKind, TargetProblem, TargetState, TargetStatus,
+    Workspace,
 };
 use crate::watch::RunnerOutcome;
 
@@ -64,6 +65,8 @@ fn target(name: &str) -> TargetStatus {
         typical_peak_rss_bytes: None,
         admission: None,
         cache: None,
+        workspace: Workspace::Ephemeral,
+        saved_workspaces: 0,
     }
 }
 

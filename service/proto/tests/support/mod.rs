@@ -81,6 +81,8 @@ pub fn sample_target(name: &str, revision: u64) -> TargetStatus {
         typical_peak_rss_bytes: Some(700 << 20),
         admission: None,
         cache: None,
+        workspace: Workspace::Ephemeral,
+        saved_workspaces: 0,
     }
 }
 

@@ -121,6 +121,8 @@ struct CacheSettingsInner {
     by_policy: HashMap<PolicyId, CacheSetting>,
     /// The caches, once the runner host has set them up.
     caches: Option<Arc<Caches>>,
+    /// The persistent workspaces, likewise (reset from the API, used by the host).
+    workspaces: Option<Arc<crate::workspaces::Workspaces>>,
 }
 
 impl Default for CacheSettings {
@@ -130,6 +132,7 @@ impl Default for CacheSettings {
             tool_cache: true,
             by_policy: HashMap::new(),
             caches: None,
+            workspaces: None,
         })))
     }
 }
@@ -148,6 +151,20 @@ impl CacheSettings {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .caches = Some(caches);
+    }
+    /// The persistent workspaces, once a runner host set them up.
+    pub fn workspaces(&self) -> Option<Arc<crate::workspaces::Workspaces>> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .workspaces
+            .clone()
+    }
+    pub(crate) fn set_workspaces(&self, workspaces: Arc<crate::workspaces::Workspaces>) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .workspaces = Some(workspaces);
     }
     /// What a policy's target sets (the default when nothing).
     pub fn for_policy(&self, policy: PolicyId) -> CacheSetting {
