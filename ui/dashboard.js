@@ -123,6 +123,15 @@ const rowKey = (t) => `${t.target}#${t.profile}`;
 const rowName = (t) => (t.profile && t.profile !== "default" ? `${t.target} (${t.profile})` : t.target);
 const profileArg = (t) => (t.profile && t.profile !== "default" ? t.profile : null);
 
+// What a target keeps between jobs beyond the defaults, in words.
+function keepsText(t) {
+  const parts = [];
+  if (t.cache && t.cache.enabled === false) parts.push("caches off");
+  else if (t.cache && t.cache.namespace) parts.push(`caches shared as ${t.cache.namespace}`);
+  if (t.workspace === "persistent") parts.push(`keeps work folders (${t.saved_workspaces || 0} saved)`);
+  return parts.join(" · ");
+}
+
 function targetRow(t) {
   let [words, cls] = t.enabled ? (t.problem ? ["needs attention", "s-bad"] : TARGET_STATE[t.state] || [t.state, ""]) : ["disabled", "s-muted"];
   if (t.enabled && !t.problem && t.state === "active" && t.max_capacity === null) [words, cls] = ["monitor only", "s-ok"];
@@ -149,7 +158,7 @@ function targetRow(t) {
   }
   const demand = t.demand.queued ? `${t.demand.queued}${t.demand.is_floor ? "+" : ""} queued` : "none queued";
   return el("tr", { id: t.profile && t.profile !== "default" ? `target-${t.target}-${t.profile}` : `target-${t.target}` },
-    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository", profileArg(t) ? ` · profile ${t.profile}` : "")),
+    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository", profileArg(t) ? ` · profile ${t.profile}` : ""), keepsText(t) ? el("div", { class: "muted" }, keepsText(t)) : null),
     el("td", {}, el("span", { class: `badge ${cls}` }, words), t.problem ? el("p", {}, t.problem.message, el("br"), el("span", { class: "muted" }, t.problem.fix)) : null),
     el("td", {}, el("label", {}, enabled, " enabled")),
     el("td", {}, el("div", { class: "row" }, max, el("label", {}, monitor, " monitor only"))),

@@ -1,10 +1,11 @@
 //! Persistent workspaces end to end: real binary, fake GitHub, fake runner listeners whose job
 //! runs a shell step in its workspace (`_work/<repo>/<repo>`), as a real job's steps do.
 //!
-//! - A second job finds the first one's files (and may change them: with root, each runner
-//!   has its own uid), while nothing credential-like survives between the two: the slot holds
-//!   neither the runner's JIT config nor its `.runner`/`.credentials`, nor checkout's
-//!   extraheader, nor the job's temp directory.
+//! - A second job finds the first one's files at the same path (and may change them: with
+//!   root, each runner has its own uid), while nothing credential-like survives between the
+//!   two: the slot holds neither the runner's JIT config nor its `.runner`/`.credentials`, nor
+//!   checkout's extraheader, nor the job's temp directory; no runner account can read it
+//!   between jobs.
 //! - A runner that may take a fork's job gets a fresh workspace and saves nothing; going back
 //!   to `--workspace ephemeral` deletes what was saved.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -80,7 +81,7 @@ async fn a_second_job_finds_the_first_ones_files_and_no_credential_survives_betw
     // config (read from its listener) so the test can look for it.
     let first = format!(
         r#"set -e
-R="$GITHUB_WORKSPACE/../../.."
+R=$(dirname "$(dirname "$(readlink /proc/$PPID/exe)")")
 tr '\0' '\n' < /proc/$PPID/environ | sed -n 's/^ACTIONS_RUNNER_INPUT_JITCONFIG=//p' > {o}/jit
 cat "$R/.credentials" > {o}/credentials
 mkdir -p .git
@@ -127,6 +128,23 @@ echo "$PWD" > {o}/first.pwd"#
             "{file} survived"
         );
     }
+    if rm_e2e::is_root() {
+        use std::os::unix::fs::MetadataExt as _;
+        let work = saved[0]
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap();
+        let meta = std::fs::metadata(work).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.mode() & 0o777),
+            (0, 0o700),
+            "{}",
+            work.display()
+        );
+    }
     let listed = d.ok(&["repo", "list"]).await;
     assert!(
         listed.contains("workspace: persistent (1 saved)"),
@@ -151,11 +169,13 @@ if [ -e "$RUNNER_TEMP/token" ] || [ -e .credentials ] || [ -e .runner ]; then ec
     assert_eq!(c, vec![Conclusion::Success], "{}", d.log());
     assert_eq!(read(out.path(), "second.out"), "built-by-first");
     assert_eq!(read(out.path(), "second.write"), "writable");
-    assert_ne!(
-        read(out.path(), "second.pwd"),
+    let pwd = read(out.path(), "second.pwd");
+    assert_eq!(
+        pwd,
         read(out.path(), "first.pwd"),
-        "each runner has its own runtime; the workspace moved"
+        "the same path: what jobs wrote with absolute paths (a venv) stays valid"
     );
+    assert!(pwd.contains("/.workspaces/"), "{pwd}");
     let config = read(out.path(), "second.config");
     assert!(
         config.contains("bare = false") && !config.contains("extraheader"),

@@ -33,7 +33,13 @@ impl GitHubPort for QuietGitHub {
     async fn queued_jobs(&self, _: &Target) -> Result<DemandSnapshot, GhError> {
         Ok(DemandSnapshot::default())
     }
-    async fn generate_jit(&self, _: &Target, _: &str, _: &LabelSet) -> Result<Jit, GhError> {
+    async fn generate_jit(
+        &self,
+        _: &Target,
+        _: &str,
+        _: &LabelSet,
+        _: Option<&Path>,
+    ) -> Result<Jit, GhError> {
         Err(GhError::Invalid {
             detail: "the bench starts nothing".into(),
         })

@@ -120,12 +120,13 @@ impl GitHubPort for GitHubAdapter {
         target: &Target,
         runner_name: &str,
         labels: &LabelSet,
+        work_folder: Option<&std::path::Path>,
     ) -> Result<Jit, GhError> {
         let request = JitRequest {
             name: runner_name.to_string(),
             runner_group_id: self.runner_group_id,
             labels: labels.to_strings(),
-            work_folder: None,
+            work_folder: work_folder.map(|p| p.display().to_string()),
         };
         let answer = self
             .client

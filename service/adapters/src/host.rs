@@ -6,10 +6,10 @@
 
 use rm_agent::{HostError, JitSecret, RunnerHostPort, ScrubError, SpawnFor};
 use rm_core::caches::CacheAccess;
-use rm_core::{AttemptId, Evidence, HostCheck, ProcessIdentity};
+use rm_core::{AttemptId, Evidence, HostCheck, PolicyId, ProcessIdentity};
 use rm_runner::{
     CachePlan, InstalledPackage, JitConfig, PackageId, PackageSource, Platform, ProcessState,
-    RunnerHost, Runtime, RuntimeName, WorkspaceRequest,
+    RunnerHost, Runtime, RuntimeName,
 };
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -176,6 +176,33 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         Ok(path)
     }
 
+    async fn claim_workspace(
+        &self,
+        attempt: &AttemptId,
+        policy: PolicyId,
+    ) -> Result<Option<PathBuf>, HostError> {
+        let path = self.runtime_dir(attempt);
+        let rt = self.runtime_for(&path).ok_or_else(|| HostError::Io {
+            op: "claiming a persistent workspace",
+            detail: format!("{} is not a prepared runtime", path.display()),
+        })?;
+        // The package the runtime was just made from: a slot kept with another is reset.
+        let package = self
+            .package
+            .lock()
+            .await
+            .as_ref()
+            .map(|p| p.id.to_string())
+            .unwrap_or_default();
+        let host = Arc::clone(&self.host);
+        blocking("claiming a persistent workspace", move || {
+            host.claim_workspace(&rt, policy, &package)
+                .map(|slot| slot.map(|s| s.work_folder))
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
     async fn write_sidecar(&self, attempt: &AttemptId, runner_id: u64) -> Result<(), HostError> {
         let host = Arc::clone(&self.host);
         let name = RuntimeName::for_attempt(attempt);
@@ -217,20 +244,10 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         if plan.access == CacheAccess::ReadOnly && plan.namespace.is_some() {
             tracing::info!(runtime = %runtime.display(), gh_target = %spawn_for.target, "a queued job comes from a fork: this runner reads the caches and does not write them");
         }
-        let workspace = if spawn_for.persistent_workspace {
-            // The package the runtime was just made from (checked every 6 h, so the same one).
-            let package = self.package.lock().await.as_ref().map(|p| p.id.to_string());
-            Some(WorkspaceRequest {
-                policy: spawn_for.policy,
-                package: package.unwrap_or_default(),
-            })
-        } else {
-            None
-        };
         tokio::task::spawn_blocking(move || {
             let config = JitConfig::new(jit.expose());
             drop(jit);
-            host.spawn(&rt, &config, Some(&plan), workspace.as_ref())
+            host.spawn(&rt, &config, Some(&plan))
                 .map(|run| run.identity)
                 .map_err(|e| HostError::SpawnFailed {
                     detail: e.to_string(),

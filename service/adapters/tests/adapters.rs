@@ -114,7 +114,7 @@ async fn the_github_adapter_registers_lists_and_deletes_runners() {
     let labels = LabelSet::parse([LABEL]).unwrap();
 
     let jit = gh
-        .generate_jit(&repo, "rm-attempt0001", &labels)
+        .generate_jit(&repo, "rm-attempt0001", &labels, None)
         .await
         .unwrap();
     assert!(!format!("{jit:?}").contains(jit.config.expose()));
@@ -140,7 +140,7 @@ async fn the_github_adapter_registers_lists_and_deletes_runners() {
 
     // The same name again: a Conflict the agent resolves by removing its stale registration.
     let again = gh
-        .generate_jit(&repo, "rm-attempt0001", &labels)
+        .generate_jit(&repo, "rm-attempt0001", &labels, None)
         .await
         .unwrap_err();
     assert!(matches!(again, GhError::Conflict { .. }), "{again:?}");

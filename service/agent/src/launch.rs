@@ -375,11 +375,28 @@ where
             }
         };
         crate::failpoint!("after_materialize");
+        // A persistent target's runner keeps its work folder in a slot, registered as its
+        // work folder; a runner that may take a fork's job starts from an empty one.
+        let work_folder = if policy.workspace_mode() == WorkspaceMode::Persistent && !fork_jobs {
+            match host.claim_workspace(attempt.id(), policy.id()).await {
+                Ok(folder) => folder,
+                // A job in an empty work folder is slower, not wrong: it still runs.
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "the runner starts without its persistent workspace");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let materialize = self.now().duration_since(t);
 
         // 3. Register: JIT, sidecar, then journal `jit_received`.
         let t = self.now();
-        let jit = match self.request_jit(&attempt, &policy).await {
+        let jit = match self
+            .request_jit(&attempt, &policy, work_folder.as_deref())
+            .await
+        {
             Ok(jit) => jit,
             Err((reason, failure)) => {
                 self.fail(attempt, reason, failure, false).await;
@@ -424,8 +441,6 @@ where
             policy: policy.id(),
             target: self.target.clone(),
             fork_jobs,
-            persistent_workspace: policy.workspace_mode() == WorkspaceMode::Persistent
-                && !fork_jobs,
         };
         let process = match host.spawn(&runtime, config, &spawn_for).await {
             Ok(p) => p,
@@ -502,6 +517,7 @@ where
         &self,
         attempt: &Attempt,
         policy: &Policy,
+        work_folder: Option<&std::path::Path>,
     ) -> Result<Jit, (FailureReason, LaunchFailure)> {
         let retry = self.config.jit_retry;
         let github = &self.ports.github;
@@ -509,7 +525,12 @@ where
         loop {
             try_number += 1;
             let err = match github
-                .generate_jit(&self.target, attempt.runner_name(), policy.labels())
+                .generate_jit(
+                    &self.target,
+                    attempt.runner_name(),
+                    policy.labels(),
+                    work_folder,
+                )
                 .await
             {
                 Ok(jit) => return Ok(jit),

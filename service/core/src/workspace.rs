@@ -20,12 +20,24 @@ pub const CREDENTIAL_FILES: &[&str] = &[
 /// The job's temp directory inside `_work` (`RUNNER_TEMP`): removed between jobs whole.
 pub const TEMP_DIR: &str = "_temp";
 
-/// Whether a slot is saved after an attempt that ended this way. A runner that failed or
-/// vanished may have left the tree half-written, so its slot is reset instead.
+/// Whether a slot is kept after an attempt that ended this way: after a job or an idle
+/// runner's end, and after a launch that failed before any runner ran in it. A runner that
+/// failed or vanished once running may have left the tree half-written: its slot is reset.
 pub fn keeps_workspace(outcome: Option<Outcome>) -> bool {
+    use crate::attempt::FailureReason as F;
     matches!(
         outcome,
-        Some(Outcome::CompletedJob | Outcome::ExitedIdleWithoutWork)
+        Some(
+            Outcome::CompletedJob
+                | Outcome::ExitedIdleWithoutWork
+                | Outcome::Failed(
+                    F::JitRequestFailed
+                        | F::JitExpired
+                        | F::PackageUnverified
+                        | F::ProcessStartFailed
+                        | F::LaunchInterrupted
+                )
+        )
     )
 }
 
@@ -276,10 +288,23 @@ mod tests {
         use crate::attempt::FailureReason;
         assert!(keeps_workspace(Some(Outcome::CompletedJob)));
         assert!(keeps_workspace(Some(Outcome::ExitedIdleWithoutWork)));
-        assert!(!keeps_workspace(Some(Outcome::Orphaned)));
-        assert!(!keeps_workspace(Some(Outcome::Failed(
-            FailureReason::ProcessExitedUnexpectedly
+        // Nothing ran in it.
+        assert!(keeps_workspace(Some(Outcome::Failed(
+            FailureReason::JitRequestFailed
         ))));
+        assert!(keeps_workspace(Some(Outcome::Failed(
+            FailureReason::ProcessStartFailed
+        ))));
+        // A runner that ran and failed or vanished.
+        assert!(!keeps_workspace(Some(Outcome::Orphaned)));
+        for reason in [
+            FailureReason::ProcessExitedUnexpectedly,
+            FailureReason::TerminatedAfterRegistrationTimeout,
+            FailureReason::VersionRejected,
+            FailureReason::WorkspaceCleanupDeferred,
+        ] {
+            assert!(!keeps_workspace(Some(Outcome::Failed(reason))), "{reason}");
+        }
         assert!(!keeps_workspace(None));
     }
 }

@@ -17,7 +17,7 @@ use crate::runner_env::RunnerEnv;
 use crate::runtime::{RunnerRoot, Runtime, RuntimeError, RuntimeName};
 use crate::scrub::{scrub, ScrubError, ScrubReport};
 use crate::secret::JitConfig;
-use crate::workspaces::{GivenBack, Workspaces};
+use crate::workspaces::{ClaimedSlot, GivenBack, Workspaces};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,14 +76,6 @@ pub enum HostError {
     Caches(#[from] CachesError),
     #[error("a runner host task failed: {0}")]
     Task(String),
-}
-
-/// A persistent target's runner asks for a workspace slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkspaceRequest {
-    pub policy: rm_core::PolicyId,
-    /// The runner package the runtime was made from: a slot saved with another is reset.
-    pub package: String,
 }
 
 /// A runtime ready to spawn in.
@@ -258,31 +250,39 @@ impl<S: PackageSource> RunnerHost<S> {
         self.workspaces.as_ref()
     }
 
-    /// Starts the listener in a prepared runtime, with the caches `plan` gives it and, for a
-    /// persistent target, a workspace slot (blocking: a read-only runner's caches are copied,
-    /// a restored workspace is given to the runner's account).
+    /// Claims a persistent workspace slot of `policy` for a prepared runtime (blocking: a
+    /// kept work folder is given to the runner's account). `None` when workspaces could not be
+    /// set up on this host.
+    pub fn claim_workspace(
+        &self,
+        runtime: &Runtime,
+        policy: rm_core::PolicyId,
+        package: &str,
+    ) -> Result<Option<ClaimedSlot>, HostError> {
+        let Some(slots) = &self.workspaces else {
+            return Ok(None);
+        };
+        let slot = slots
+            .claim(runtime, policy, package)
+            .map_err(|e| HostError::Task(format!("claiming a persistent workspace: {e}")))?;
+        tracing::info!(
+            runtime = %runtime.name,
+            slot = slot.index,
+            restored = slot.restored,
+            reset = slot.reset,
+            "persistent workspace given to the runner"
+        );
+        Ok(Some(slot))
+    }
+
+    /// Starts the listener in a prepared runtime, with the caches `plan` gives it (blocking:
+    /// a read-only runner's caches are copied).
     pub fn spawn(
         &self,
         runtime: &Runtime,
         jit_config: &JitConfig,
         plan: Option<&CachePlan>,
-        workspace: Option<&WorkspaceRequest>,
     ) -> Result<SpawnedRunner, HostError> {
-        if let (Some(slots), Some(req)) = (&self.workspaces, workspace) {
-            match slots.take(runtime, req.policy, &req.package) {
-                Ok(slot) => tracing::info!(
-                    runtime = %runtime.name,
-                    slot = slot.index,
-                    restored = slot.restored,
-                    reset_for_package = slot.reset_for_package,
-                    "persistent workspace given to the runner"
-                ),
-                // A job in an empty workspace is slower, not wrong: it still runs.
-                Err(e) => {
-                    tracing::warn!(runtime = %runtime.name, error = %e, "the runner starts without its persistent workspace")
-                }
-            }
-        }
         let mut extra_env = self.config.env.get().to_vec();
         let mut groups = None;
         if let (Some(caches), Some(plan)) = (&self.caches, plan) {
@@ -347,7 +347,7 @@ impl<S: PackageSource> RunnerHost<S> {
             if let Some(slots) = workspaces {
                 // Never blocks the scrub: a slot that cannot be saved is simply not there next
                 // time.
-                match slots.give_back(&name, &path, keep_workspace) {
+                match slots.give_back(&name, keep_workspace) {
                     Ok(GivenBack::Saved { cleaned }) => tracing::info!(runtime = %name, cleaned, "persistent workspace saved for the next job"),
                     Ok(GivenBack::Reset) => tracing::info!(runtime = %name, "persistent workspace reset"),
                     Ok(GivenBack::NoSlot) => {}

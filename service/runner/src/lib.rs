@@ -43,7 +43,7 @@ pub use caches::{
     PreparedCaches, Removal, RunnerGroups,
 };
 pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError, EvidenceKind};
-pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig, WorkspaceRequest};
+pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};
 pub use materialize::{
     materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport, UsedMethod,
 };
@@ -64,4 +64,4 @@ pub use runner_env::RunnerEnv;
 pub use runtime::{Ownership, RunnerRoot, Runtime, RuntimeError, RuntimeName};
 pub use scrub::{scrub, RetryDecision, ScrubError, ScrubReport, ScrubRetry};
 pub use secret::JitConfig;
-pub use workspaces::{GivenBack, TakenSlot, WorkspaceError, Workspaces};
+pub use workspaces::{ClaimedSlot, GivenBack, WorkspaceError, Workspaces};

@@ -1,31 +1,31 @@
-//! Persistent workspaces: a slot per concurrent runner of a target that keeps `_work` between
-//! jobs, so a checkout is an incremental fetch and build outputs survive.
+//! Persistent workspaces: a slot per concurrent runner of a target that keeps its work folder
+//! between jobs, so a checkout is an incremental fetch and build outputs survive.
 //!
-//! Layout, under `<runner root>/.workspaces/` (root only, 0700: no runner can reach a saved
-//! slot): `<policy>/<n>/work` is the saved `_work`, `<policy>/<n>/package` the runner package
-//! it was made with, and `<policy>/<n>.lease` names the runtime using the slot now. A slot is
-//! moved into a runtime at spawn (a rename on one filesystem, then its files are given to the
-//! runtime's account) and moved back when the runtime is scrubbed, after everything
-//! credential-like was removed ([`rm_core::workspace`]). It is reset (deleted) instead when the
-//! runner failed, the package changed, the target went back to ephemeral workspaces, or the
-//! credentials could not be removed.
+//! Layout, under `<runner root>/.workspaces/` (root's, 0711: runners may pass through to the
+//! work folder they are given, never list what else is there): `<policy>/<n>/work` is a slot's
+//! work folder, `<policy>/<n>/package` the runner package it was made with, `<policy>/<n>.lease`
+//! names the runtime using the slot now and `<policy>/<n>.reset` asks that the slot be deleted
+//! when that runtime is done with it. The work folder stays where it is, so every path a job
+//! wrote into it (a venv's interpreter, a build cache) stays valid for the next job: the runner
+//! is registered with it as its absolute work folder. Between jobs it belongs to root (0700);
+//! a runner claiming it is given the whole tree. Before it is kept, everything credential-like
+//! is removed ([`rm_core::workspace`]). It is deleted instead when the runner failed, the
+//! package changed, the lease was left by a runtime that is gone (a crash: never cleaned), the
+//! target went back to ephemeral workspaces, or the credentials could not be removed.
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use rm_core::workspace::{scrub_git_config, CREDENTIAL_FILES, TEMP_DIR};
-
 use rm_core::PolicyId;
 
 use crate::runtime::{Ownership, Runtime, RuntimeName};
 
 /// The directory under the runner root.
 pub const WORKSPACES_DIR: &str = ".workspaces";
-/// The runner's work folder inside a runtime (the JIT config's `work_folder`).
-pub const WORK_FOLDER: &str = "_work";
 /// A git config bigger than this is not a config we rewrite: the slot is reset instead.
 const MAX_GIT_CONFIG: u64 = 1024 * 1024;
 
@@ -48,24 +48,28 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
     }
 }
 
-/// A slot given to a runtime.
+/// A slot claimed for a runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TakenSlot {
+pub struct ClaimedSlot {
     pub index: u32,
-    /// The slot had a saved workspace (false: the runner starts from an empty `_work`).
+    /// The runner's work folder (absolute; it exists and belongs to the runtime's account).
+    pub work_folder: PathBuf,
+    /// It holds what an earlier job left (false: the runner starts from an empty one).
     pub restored: bool,
-    /// A saved workspace was dropped because it was made with another runner package.
-    pub reset_for_package: bool,
+    /// What it held was deleted: made with another runner package, or left by a runner that
+    /// was never cleaned.
+    pub reset: bool,
 }
 
-/// What happened to a runtime's workspace when it was given back.
+/// What happened to a runtime's slot when it was given back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GivenBack {
-    /// The runtime held no slot (an ephemeral target's, or its slot was reset meanwhile).
+    /// The runtime held no slot (an ephemeral target's, or a runner for a fork's job).
     NoSlot,
-    /// Saved for the next runner, with this many credential files and git configs cleaned.
+    /// Kept for the next runner, with this many credential files and git configs cleaned.
     Saved { cleaned: usize },
-    /// Deleted: the runner failed, or the workspace could not be made safe.
+    /// Deleted: the runner failed, a reset was asked for, or the work folder could not be
+    /// made safe.
     Reset,
 }
 
@@ -74,16 +78,16 @@ pub enum GivenBack {
 pub struct Workspaces {
     runner_root: PathBuf,
     dir: PathBuf,
-    /// Takes, give-backs and resets one at a time (the files are the record; this only keeps
+    /// Claims, give-backs and resets one at a time (the files are the record; this only keeps
     /// two threads of this process from picking one slot).
     lock: Mutex<()>,
 }
 
 impl Workspaces {
-    /// Creates `<runner root>/.workspaces` (0700) if needed.
+    /// Creates `<runner root>/.workspaces` if needed.
     pub fn open(runner_root: &Path) -> Result<Self, WorkspaceError> {
         let dir = runner_root.join(WORKSPACES_DIR);
-        private_dir(&dir)?;
+        pass_through_dir(&dir)?;
         Ok(Workspaces {
             runner_root: runner_root.to_path_buf(),
             dir,
@@ -95,72 +99,78 @@ impl Workspaces {
         self.dir.join(policy.to_string())
     }
 
-    /// Gives `runtime` a free slot of `policy`: its saved workspace becomes the runtime's
-    /// `_work`, owned by the runtime's account. A lease left by a runtime that no longer
-    /// exists (a crash) is taken over.
-    pub fn take(
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Gives `runtime` a free slot of `policy` and answers its work folder, given to the
+    /// runtime's account. A lease left by a runtime that no longer exists (a crash) is taken
+    /// over, and what that runner left is deleted: it was never cleaned.
+    pub fn claim(
         &self,
         runtime: &Runtime,
         policy: PolicyId,
         package: &str,
-    ) -> Result<TakenSlot, WorkspaceError> {
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+    ) -> Result<ClaimedSlot, WorkspaceError> {
+        let _guard = self.lock();
         let dir = self.policy_dir(policy);
-        private_dir(&dir)?;
-        let index = self.free_slot(&dir)?;
-        let lease = dir.join(format!("{index}.lease"));
-        write_atomic(&lease, runtime.name.as_str())?;
+        pass_through_dir(&dir)?;
+        let (index, stale) = self.free_slot(&dir)?;
         let slot = dir.join(index.to_string());
-        private_dir(&slot)?;
-        let saved = slot.join("work");
-        let package_file = slot.join("package");
-        let made_with = fs::read_to_string(&package_file).unwrap_or_default();
-        let mut reset_for_package = false;
-        if is_real_dir(&saved) && made_with.trim() != package {
-            remove_tree(&saved)?;
-            reset_for_package = true;
-        }
-        write_atomic(&package_file, package)?;
-        let work = runtime.path.join(WORK_FOLDER);
-        let restored = is_real_dir(&saved);
-        if restored {
-            // A fresh runtime has no `_work`; anything there is the package's, not a job's.
+        let work = slot.join("work");
+        let made_with = fs::read_to_string(slot.join("package")).unwrap_or_default();
+        let mut reset = false;
+        if is_real_dir(&work) && (stale || made_with.trim() != package) {
             remove_tree(&work)?;
-            fs::rename(&saved, &work).map_err(io_at(&work))?;
-            if let Some(owner) = runtime.owner {
-                give_tree(&work, owner)?;
-            }
+            reset = true;
         }
-        Ok(TakenSlot {
+        remove_tree(&dir.join(format!("{index}.reset")))?;
+        write_atomic(&dir.join(format!("{index}.lease")), runtime.name.as_str())?;
+        pass_through_dir(&slot)?;
+        write_atomic(&slot.join("package"), package)?;
+        let restored = is_real_dir(&work);
+        if !restored {
+            fs::create_dir(&work).map_err(io_at(&work))?;
+        }
+        if let Some(owner) = runtime.owner {
+            give_tree(&work, owner)?;
+        }
+        fs::set_permissions(&work, fs::Permissions::from_mode(0o700)).map_err(io_at(&work))?;
+        Ok(ClaimedSlot {
             index,
+            work_folder: work,
             restored,
-            reset_for_package,
+            reset,
         })
     }
 
-    /// The first slot index without a live lease.
-    fn free_slot(&self, dir: &Path) -> Result<u32, WorkspaceError> {
+    /// The first slot index without a live lease, and whether its lease was stale.
+    fn free_slot(&self, dir: &Path) -> Result<(u32, bool), WorkspaceError> {
         for index in 0u32.. {
             let lease = dir.join(format!("{index}.lease"));
             let holder = match fs::read_to_string(&lease) {
                 Ok(h) => h,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(index),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((index, false)),
                 Err(e) => return Err(io_at(&lease)(e)),
             };
-            let live = RuntimeName::new(holder.trim())
-                .is_ok_and(|name| self.runner_root.join(name.as_str()).exists());
-            if !live {
-                tracing::info!(slot = %lease.display(), "a workspace lease of a runtime that is gone is taken over");
-                return Ok(index);
+            if !self.is_live(&holder) {
+                tracing::info!(slot = %lease.display(), "a workspace slot left by a runner that is gone is reset and reused");
+                return Ok((index, true));
             }
         }
         unreachable!("u32 slot indices run out only after 4 billion live runners")
     }
 
+    /// Whether the runtime a lease names still exists.
+    fn is_live(&self, holder: &str) -> bool {
+        RuntimeName::new(holder.trim())
+            .is_ok_and(|name| self.runner_root.join(name.as_str()).exists())
+    }
+
     /// The policy whose slot `runtime` holds, if any.
     pub fn holder_policy(&self, runtime: &str) -> Option<PolicyId> {
         let name = RuntimeName::new(runtime).ok()?;
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = self.lock();
         let (dir, _) = self.held_by(&name).ok()??;
         let id = dir.file_name()?.to_str()?.parse().ok()?;
         Some(PolicyId::new(id))
@@ -191,59 +201,77 @@ impl Workspaces {
         Ok(None)
     }
 
-    /// Ends `runtime`'s use of its slot, before the runtime is scrubbed: with `keep`, its
-    /// `_work` is cleaned of credentials and saved for the next runner; otherwise (or if the
-    /// cleaning fails) the slot is emptied. The runtime's own `_work` is left to the scrub.
+    /// Ends `runtime`'s use of its slot: with `keep` (and no reset asked for), the work folder
+    /// is cleaned of credentials and kept, root's, for the next runner; otherwise (or if the
+    /// cleaning fails) it is deleted.
     pub fn give_back(
         &self,
         runtime: &RuntimeName,
-        runtime_path: &Path,
         keep: bool,
     ) -> Result<GivenBack, WorkspaceError> {
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = self.lock();
         let Some((dir, index)) = self.held_by(runtime)? else {
             return Ok(GivenBack::NoSlot);
         };
-        let slot = dir.join(&index);
-        let saved = slot.join("work");
-        let work = runtime_path.join(WORK_FOLDER);
-        remove_tree(&saved)?;
+        let work = dir.join(&index).join("work");
+        let reset_marker = dir.join(format!("{index}.reset"));
+        let keep = keep && fs::symlink_metadata(&reset_marker).is_err();
         let outcome = if keep && is_real_dir(&work) {
-            match remove_credentials(&work) {
-                Ok(cleaned) => {
-                    private_dir(&slot)?;
-                    fs::rename(&work, &saved).map_err(io_at(&saved))?;
-                    GivenBack::Saved { cleaned }
-                }
+            match remove_credentials(&work).and_then(|cleaned| seal(&work).map(|()| cleaned)) {
+                Ok(cleaned) => GivenBack::Saved { cleaned },
                 Err(e) => {
                     tracing::warn!(runtime = %runtime, error = %e, "the workspace could not be cleaned of credentials; the slot is reset");
+                    remove_tree(&work)?;
                     GivenBack::Reset
                 }
             }
         } else {
+            remove_tree(&work)?;
             GivenBack::Reset
         };
-        let lease = dir.join(format!("{index}.lease"));
-        match fs::remove_file(&lease) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_at(&lease)(e)),
-        }
+        remove_tree(&reset_marker)?;
+        remove_tree(&dir.join(format!("{index}.lease")))?;
         Ok(outcome)
     }
 
     /// Deletes every slot of `policy` (`--workspace ephemeral`, the target removed, a fork's
-    /// job seen in it). A runtime using a slot now keeps its `_work` until it ends and then
-    /// saves nothing: its lease is gone.
+    /// job seen in it). A slot a runner uses now is deleted when that runner gives it back.
+    /// True when anything was deleted or marked.
     pub fn reset_policy(&self, policy: PolicyId) -> Result<bool, WorkspaceError> {
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = self.lock();
         let dir = self.policy_dir(policy);
-        let existed = dir.exists();
-        remove_tree(&dir)?;
-        Ok(existed)
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_at(&dir)(e)),
+        };
+        let mut live = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(index) = name.strip_suffix(".lease") {
+                if self.is_live(&fs::read_to_string(entry.path()).unwrap_or_default()) {
+                    live.push(index.to_owned());
+                }
+            }
+        }
+        if live.is_empty() {
+            remove_tree(&dir)?;
+            return Ok(true);
+        }
+        for entry in fs::read_dir(&dir).map_err(io_at(&dir))?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let index = name.split('.').next().unwrap_or_default();
+            if !live.iter().any(|l| l == index) {
+                remove_tree(&entry.path())?;
+            }
+        }
+        for index in live {
+            write_atomic(&dir.join(format!("{index}.reset")), "")?;
+        }
+        Ok(true)
     }
 
-    /// The number of saved workspaces of `policy` (for status).
+    /// The slots of `policy` holding a work folder (for status).
     pub fn saved(&self, policy: PolicyId) -> usize {
         let dir = self.policy_dir(policy);
         fs::read_dir(&dir)
@@ -255,6 +283,15 @@ impl Workspaces {
             })
             .unwrap_or(0)
     }
+}
+
+/// Takes a kept work folder out of every runner's reach until the next claim: root's, 0700.
+/// Without root there is no other account to keep out.
+fn seal(work: &Path) -> Result<(), WorkspaceError> {
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::lchown(work, Some(0), Some(0)).map_err(io_at(work))?;
+    }
+    fs::set_permissions(work, fs::Permissions::from_mode(0o700)).map_err(io_at(work))
 }
 
 /// Removes, below `work`, the job's temp directory, every credential file, and the
@@ -342,14 +379,14 @@ fn is_real_dir(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
-fn private_dir(path: &Path) -> Result<(), WorkspaceError> {
-    use std::os::unix::fs::PermissionsExt as _;
+/// A directory runners may pass through but not list (0711).
+fn pass_through_dir(path: &Path) -> Result<(), WorkspaceError> {
     match fs::create_dir(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(io_at(path)(e)),
     }
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(io_at(path))
+    fs::set_permissions(path, fs::Permissions::from_mode(0o711)).map_err(io_at(path))
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<(), WorkspaceError> {

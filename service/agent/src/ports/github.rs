@@ -4,6 +4,7 @@ use crate::secret::JitSecret;
 use rm_core::{JobDemand, LabelSet, Target, Timestamp};
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -99,12 +100,14 @@ pub trait GitHubPort: Send + Sync + 'static {
         target: &Target,
     ) -> impl Future<Output = Result<DemandSnapshot, GhError>> + Send;
 
-    /// `generate-jitconfig` for `runner_name` with `labels`.
+    /// `generate-jitconfig` for `runner_name` with `labels`; `work_folder` is the runner's
+    /// work folder (absolute) when it keeps a persistent workspace, else GitHub's default.
     fn generate_jit(
         &self,
         target: &Target,
         runner_name: &str,
         labels: &LabelSet,
+        work_folder: Option<&Path>,
     ) -> impl Future<Output = Result<Jit, GhError>> + Send;
 
     /// One runner by its exact name.
@@ -147,8 +150,9 @@ impl<G: GitHubPort> GitHubPort for Arc<G> {
         target: &Target,
         runner_name: &str,
         labels: &LabelSet,
+        work_folder: Option<&Path>,
     ) -> impl Future<Output = Result<Jit, GhError>> + Send {
-        (**self).generate_jit(target, runner_name, labels)
+        (**self).generate_jit(target, runner_name, labels, work_folder)
     }
     fn runner_by_name(
         &self,

@@ -40,9 +40,6 @@ pub struct SpawnFor {
     /// A queued job the runner may take comes from a pull request of a fork: it reads the
     /// caches and never writes them.
     pub fork_jobs: bool,
-    /// The target keeps workspaces between jobs and no queued job comes from a fork: the
-    /// runner gets a persistent workspace slot.
-    pub persistent_workspace: bool,
 }
 
 /// What the agent asks of the machine. Every path is an attempt's runtime directory.
@@ -55,6 +52,18 @@ pub trait RunnerHostPort: Send + Sync + 'static {
         &self,
         attempt: &AttemptId,
     ) -> impl Future<Output = Result<PathBuf, HostError>> + Send;
+
+    /// Claims a persistent workspace slot of `policy` for the attempt's prepared runtime and
+    /// answers its work folder (absolute), to register the runner with. `None`: this host
+    /// keeps no workspaces. The default keeps none.
+    fn claim_workspace(
+        &self,
+        attempt: &AttemptId,
+        policy: PolicyId,
+    ) -> impl Future<Output = Result<Option<PathBuf>, HostError>> + Send {
+        let _ = (attempt, policy);
+        async { Ok(None) }
+    }
 
     /// Durably records the runner id GitHub assigned, before the journal does.
     fn write_sidecar(
@@ -127,6 +136,13 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
         attempt: &AttemptId,
     ) -> impl Future<Output = Result<PathBuf, HostError>> + Send {
         (**self).materialize(attempt)
+    }
+    fn claim_workspace(
+        &self,
+        attempt: &AttemptId,
+        policy: PolicyId,
+    ) -> impl Future<Output = Result<Option<PathBuf>, HostError>> + Send {
+        (**self).claim_workspace(attempt, policy)
     }
     fn write_sidecar(
         &self,

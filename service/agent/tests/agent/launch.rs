@@ -790,13 +790,28 @@ fn make_persistent(h: &Harness) {
 }
 
 #[tokio::test]
-async fn a_persistent_targets_runner_gets_a_slot_and_keeps_it_only_after_a_clean_end() {
+async fn a_persistent_targets_runner_is_registered_with_its_slot_and_keeps_it_only_after_a_clean_end(
+) {
     let h = Harness::new();
     make_persistent(&h);
     h.github.set_jobs(1);
     let lp = h.make_loop(target());
     assert_eq!(lp.pass().await.launched, 1);
     let a = only_attempt(&h);
+    // The slot is claimed after the runtime is made and before the runner is registered,
+    // which names the slot's work folder.
+    let calls = h.log.lock().unwrap().clone();
+    let pos = |c: &str| calls.iter().position(|x| x == c).unwrap();
+    assert!(pos("host.materialize") < pos("host.claim_workspace"));
+    assert!(pos("host.claim_workspace") < pos("github.generate_jit"));
+    assert_eq!(
+        h.host.state.lock().unwrap().claims,
+        vec![(a.id().clone(), rm_core::PolicyId::new(1))]
+    );
+    assert_eq!(
+        h.github.state.lock().unwrap().work_folders,
+        vec![Some(std::path::PathBuf::from("/ws/1/0/work"))]
+    );
     // The job ran and the runner left GitHub and exited: its workspace is kept.
     h.github.set_jobs(0);
     h.github.unlist(a.runner_name());
@@ -810,35 +825,43 @@ async fn a_persistent_targets_runner_gets_a_slot_and_keeps_it_only_after_a_clean
     );
     assert_eq!(h.host.kept_workspace(), vec![true]);
 
-    // A runner that fails to start resets its slot.
-    h.host.state.lock().unwrap().spawn_error = Some(HostError::SpawnFailed {
-        detail: "exec format error".into(),
-    });
+    // A runner that dies without a trace once running resets its slot.
     h.github.set_jobs(1);
     h.clock.advance(Duration::from_secs(2));
+    assert_eq!(lp.pass().await.launched, 1);
+    let b = h
+        .journal
+        .attempts()
+        .into_iter()
+        .find(|x| x.id() != a.id())
+        .unwrap();
+    h.github.unlist(b.runner_name());
+    h.host.kill(b.process().unwrap());
+    h.clock.advance(Duration::from_secs(2));
     lp.pass().await;
+    let outcome = h.journal.attempt(b.id()).outcome();
+    assert!(
+        matches!(outcome, Some(Outcome::Failed(_) | Outcome::Orphaned)),
+        "{outcome:?}"
+    );
     assert_eq!(h.host.kept_workspace(), vec![true, false]);
-
-    // A fork's job queued: that runner gets no slot (it would read and could poison it).
-    h.host.state.lock().unwrap().spawn_error = None;
-    h.github.state.lock().unwrap().jobs[0].from_fork = true;
-    h.clock.advance(Duration::from_secs(120));
-    lp.pass().await;
-    let spawned = h.host.state.lock().unwrap().spawned_for.clone();
-    let slots: Vec<(bool, bool)> = spawned
-        .iter()
-        .map(|s| (s.fork_jobs, s.persistent_workspace))
-        .collect();
-    assert_eq!(slots.first(), Some(&(false, true)), "{spawned:?}");
-    assert_eq!(slots.last(), Some(&(true, false)), "{spawned:?}");
 }
 
 #[tokio::test]
-async fn an_ephemeral_targets_runner_gets_no_slot() {
+async fn a_runner_that_may_take_a_forks_job_or_an_ephemeral_targets_gets_no_slot() {
+    let h = Harness::new();
+    make_persistent(&h);
+    h.github.set_jobs(1);
+    h.github.state.lock().unwrap().jobs[0].from_fork = true;
+    let lp = h.make_loop(target());
+    assert_eq!(lp.pass().await.launched, 1);
+    assert!(h.host.state.lock().unwrap().claims.is_empty());
+    assert_eq!(h.github.state.lock().unwrap().work_folders, vec![None]);
+
     let h = Harness::new();
     h.github.set_jobs(1);
     let lp = h.make_loop(target());
     assert_eq!(lp.pass().await.launched, 1);
-    let spawned = h.host.state.lock().unwrap().spawned_for.clone();
-    assert!(!spawned[0].persistent_workspace);
+    assert!(h.host.state.lock().unwrap().claims.is_empty());
+    assert_eq!(h.github.state.lock().unwrap().work_folders, vec![None]);
 }

@@ -253,6 +253,8 @@ pub struct GState {
     pub delete_script: VecDeque<DeleteOutcome>,
     pub deletes: Vec<u64>,
     pub jit_calls: u32,
+    /// The work folder each JIT request named, in order.
+    pub work_folders: Vec<Option<PathBuf>>,
     pub queued_calls: u32,
     /// Runner inventory listings asked for (the charged-request economy).
     pub inventory_calls: u32,
@@ -366,10 +368,12 @@ impl GitHubPort for FakeGitHub {
         _target: &Target,
         runner_name: &str,
         labels: &LabelSet,
+        work_folder: Option<&Path>,
     ) -> Result<Jit, GhError> {
         push(&self.log, "github.generate_jit");
         let mut st = self.state.lock().unwrap();
         st.jit_calls += 1;
+        st.work_folders.push(work_folder.map(Path::to_path_buf));
         assert!(labels.contains(LABEL), "the policy's labels are sent");
         if let Some(e) = st.jit_script.pop_front() {
             if matches!(e, GhError::Conflict { .. }) {
@@ -471,6 +475,8 @@ pub struct HState {
     pub scrubbed: Vec<PathBuf>,
     /// Whether each scrub (in order) asked to keep a persistent workspace.
     pub kept_workspace: Vec<bool>,
+    /// The persistent workspace claims, in order.
+    pub claims: Vec<(AttemptId, rm_core::PolicyId)>,
     pub stops: Vec<ProcessIdentity>,
     pub secrets: Vec<String>,
     /// Whom each runner was spawned for, in order.
@@ -573,6 +579,17 @@ impl RunnerHostPort for FakeHost {
         }
         self.state.lock().unwrap().preparing -= 1;
         Ok(Self::dir(attempt))
+    }
+
+    async fn claim_workspace(
+        &self,
+        attempt: &AttemptId,
+        policy: rm_core::PolicyId,
+    ) -> Result<Option<PathBuf>, HostError> {
+        push(&self.log, "host.claim_workspace");
+        let mut st = self.state.lock().unwrap();
+        st.claims.push((attempt.clone(), policy));
+        Ok(Some(PathBuf::from(format!("/ws/{policy}/0/work"))))
     }
 
     async fn write_sidecar(&self, attempt: &AttemptId, runner_id: u64) -> Result<(), HostError> {
