@@ -56,3 +56,20 @@ pub async fn run(d: &Daemon, gh: &FakeGitHub, repo: &str, specs: Vec<JobSpec>) -
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Every file or directory named `name` under `dir` (links not followed).
+pub fn find_named(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_name() == name {
+                hits.push(e.path());
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    hits
+}

@@ -15,7 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rm_e2e::jobs::{out_dir, read, run};
+use rm_e2e::jobs::{find_named, out_dir, read, run};
 use rm_e2e::{fake_github, is_root, routing_label, until, Daemon};
 use rm_testkit::package::RunnerPackage;
 use rm_testkit::{
@@ -389,9 +389,12 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
         .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
         .await;
     let label = routing_label(&added);
+    // The target also keeps its workspaces: those the fork's job could have touched go too.
+    d.ok(&["repo", "set", "octo/hello", "--workspace", "persistent"])
+        .await;
     let out = out_dir();
     let o = out.path().display();
-    let seed = r#"echo trusted > "$npm_config_cache/marker""#;
+    let seed = r#"echo trusted > "$npm_config_cache/marker"; echo trusted > ws-marker"#;
     run(
         &d,
         &gh,
@@ -426,7 +429,7 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
     let trusted = gh.jobs().into_iter().find(|j| j.name == "trusted").unwrap();
     gh.finish_job(trusted.id, Conclusion::Cancelled).unwrap();
     let poison = format!(
-        r#"echo poisoned > "$npm_config_cache/marker"; echo "$npm_config_cache" > {o}/fork.npm"#
+        r#"echo poisoned > "$npm_config_cache/marker"; echo "$npm_config_cache" > {o}/fork.npm; cat ws-marker > {o}/fork.ws; echo poisoned > ws-marker"#
     );
     run(
         &d,
@@ -454,8 +457,26 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
             .contains("a job from a fork ran on a runner that could write the caches"),
         "the service says why it removed them"
     );
+    assert_eq!(
+        read(out.path(), "fork.ws"),
+        "trusted",
+        "the fork's job ran in the kept workspace: the race happened"
+    );
+    let slots = d.data_dir.join("runners/.workspaces");
+    until(
+        Duration::from_secs(30),
+        "the kept workspaces deleted",
+        || async { find_named(&slots, "ws-marker").is_empty().then_some(()) },
+    )
+    .await;
+    assert!(
+        d.log()
+            .contains("a job from a fork ran on a runner of a target with persistent workspaces"),
+        "the service says why it deleted them"
+    );
     let after = format!(
-        r#"cat "$npm_config_cache/marker" > {o}/after 2>/dev/null || echo none > {o}/after"#
+        r#"cat "$npm_config_cache/marker" > {o}/after 2>/dev/null || echo none > {o}/after
+cat ws-marker > {o}/after.ws 2>/dev/null || echo none > {o}/after.ws"#
     );
     run(
         &d,
@@ -469,4 +490,5 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
         "none",
         "nothing the fork wrote is used"
     );
+    assert_eq!(read(out.path(), "after.ws"), "none", "nor its workspace");
 }

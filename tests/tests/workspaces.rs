@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rm_e2e::jobs::{out_dir, read, run};
+use rm_e2e::jobs::{find_named, out_dir, read, run};
 use rm_e2e::{fake_github, routing_label, Daemon};
 use rm_testkit::{Conclusion, JobSpec};
 
@@ -33,23 +33,6 @@ fn grep(dir: &Path, needle: &str) -> Vec<PathBuf> {
                     .is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle))
             {
                 hits.push(e.path());
-            }
-        }
-    }
-    hits
-}
-
-/// Files named `name` under `dir`.
-fn named(dir: &Path, name: &str) -> Vec<PathBuf> {
-    let mut hits = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if e.file_name() == name {
-                hits.push(e.path());
-            }
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
             }
         }
     }
@@ -106,7 +89,7 @@ echo "$PWD" > {o}/first.pwd"#
 
     // The slot, as saved between the two jobs.
     let slots = d.data_dir.join("runners/.workspaces");
-    let saved = named(&slots, "out.txt");
+    let saved = find_named(&slots, "out.txt");
     assert_eq!(saved.len(), 1, "one saved workspace: {saved:?}");
     for secret in [
         jit.as_str(),
@@ -123,7 +106,7 @@ echo "$PWD" > {o}/first.pwd"#
     }
     for file in [".runner", ".credentials", "_temp"] {
         assert_eq!(
-            named(&slots, file),
+            find_named(&slots, file),
             Vec::<PathBuf>::new(),
             "{file} survived"
         );
@@ -233,12 +216,12 @@ if [ -e poison.txt ]; then echo poisoned; else echo unpoisoned; fi > {o}/{name}.
 
     // Back to ephemeral: the saved workspaces are deleted at once.
     let slots = d.data_dir.join("runners/.workspaces");
-    assert_eq!(named(&slots, "out.txt").len(), 1);
+    assert_eq!(find_named(&slots, "out.txt").len(), 1);
     let set = d
         .ok(&["repo", "set", "octo/hello", "--workspace", "ephemeral"])
         .await;
     assert!(!set.contains("workspace:"), "{set}");
-    assert_eq!(named(&slots, "out.txt"), Vec::<PathBuf>::new());
+    assert_eq!(find_named(&slots, "out.txt"), Vec::<PathBuf>::new());
     run(
         &d,
         &gh,
@@ -249,7 +232,7 @@ if [ -e poison.txt ]; then echo poisoned; else echo unpoisoned; fi > {o}/{name}.
     .await;
     assert_eq!(read(out.path(), "ephemeral.seen"), "fresh");
     assert_eq!(
-        named(&slots, "out.txt"),
+        find_named(&slots, "out.txt"),
         Vec::<PathBuf>::new(),
         "nothing saved"
     );

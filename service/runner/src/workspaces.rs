@@ -167,15 +167,6 @@ impl Workspaces {
             .is_ok_and(|name| self.runner_root.join(name.as_str()).exists())
     }
 
-    /// The policy whose slot `runtime` holds, if any.
-    pub fn holder_policy(&self, runtime: &str) -> Option<PolicyId> {
-        let name = RuntimeName::new(runtime).ok()?;
-        let _guard = self.lock();
-        let (dir, _) = self.held_by(&name).ok()??;
-        let id = dir.file_name()?.to_str()?.parse().ok()?;
-        Some(PolicyId::new(id))
-    }
-
     /// The slot `runtime` holds, as (policy directory, slot index).
     fn held_by(&self, runtime: &RuntimeName) -> Result<Option<(PathBuf, String)>, WorkspaceError> {
         let policies = match fs::read_dir(&self.dir) {

@@ -43,22 +43,19 @@ async fn fork_guard(daemon: &Daemon, event: &AgentEvent) {
         return;
     };
     if let Some(slots) = daemon.caches.workspaces() {
-        // The runner may be cleaned (its slot saved) before or after this: deleting the
-        // target's slots covers both, a lease gone means nothing is saved.
+        // The runner may be cleaned (its slot kept) before or after this: a reset deletes an
+        // idle slot at once and a slot in use when it is given back, so both orders end with
+        // nothing kept.
         let id = attempt.clone();
-        let policy = match daemon.journal.with(move |j| j.get_attempt(&id)).await {
-            Ok(Some(a)) => Some(a.policy_id()),
-            _ => None,
-        };
-        let held = policy
-            .filter(|p| slots.saved(*p) > 0 || slots.holder_policy(attempt.as_str()) == Some(*p));
-        if let Some(policy) = held {
+        if let Ok(Some(a)) = daemon.journal.with(move |j| j.get_attempt(&id)).await {
+            let policy = a.policy_id();
             match tokio::task::spawn_blocking(move || slots.reset_policy(policy)).await {
-                Ok(Ok(_)) => tracing::warn!(
+                Ok(Ok(false)) => {}
+                Ok(Ok(true)) => tracing::warn!(
                     gh_target = %event.target,
                     attempt = %attempt,
                     job = job.job_id,
-                    "a job from a fork ran on a runner of a target with persistent workspaces (GitHub gave it a job queued after the runner started); the target's saved workspaces were deleted"
+                    "a job from a fork ran on a runner of a target with persistent workspaces (GitHub gave it a job queued after the runner started); the target's kept workspaces are deleted"
                 ),
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "the workspaces a fork's job may have used could not be deleted: run `runner-manager repo set TARGET --workspace ephemeral`")
