@@ -72,7 +72,7 @@ function renderHost(m) {
     capErr,
     el("div", { class: "row" }, el("span", { class: `badge ${s.paused ? "s-warn" : "s-ok"}` }, s.paused ? "Paused: no new runner starts" : "Launching runners for queued jobs"), pause),
     // replaceChildren would write a null as text: only what is there.
-    ...[s.admission, s.workstation].filter(Boolean).map((h) => el("p", { class: "s-warn", role: "status" }, h.message, " ", el("span", { class: "muted" }, h.fix))),
+    ...[s.admission, s.workstation, s.caches_problem].filter(Boolean).map((h) => el("p", { class: "s-warn", role: "status" }, h.message, " ", el("span", { class: "muted" }, h.fix))),
   );
 }
 

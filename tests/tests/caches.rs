@@ -492,3 +492,57 @@ cat ws-marker > {o}/after.ws 2>/dev/null || echo none > {o}/after.ws"#
     );
     assert_eq!(read(out.path(), "after.ws"), "none", "nor its workspace");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runners_that_keep_starting_without_caches_show_a_problem_until_they_start_with_them() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let out = out_dir();
+    let o = out.path().display();
+    // Something that is not a directory where the repository's cache belongs: setting up the
+    // caches fails, and the job still runs (without them).
+    let data = d.data_dir.canonicalize().unwrap();
+    let ns = data.join("runners/.caches/deps/repo/octo/hello");
+    std::fs::create_dir_all(ns.parent().unwrap()).unwrap();
+    std::fs::write(&ns, "not a directory").unwrap();
+    let step = |tag: &str| format!(r#"echo "${{npm_config_cache:-none}}" > {o}/{tag}"#);
+    for tag in ["one", "two"] {
+        let c = run(
+            &d,
+            &gh,
+            "octo/hello",
+            vec![JobSpec::new(tag, &[&label]).with_command(&step(tag))],
+        )
+        .await;
+        assert_eq!(c, vec![Conclusion::Success], "the job runs without caches");
+        assert_eq!(read(out.path(), tag), "none");
+    }
+    let status = d.client().await.status().await.unwrap();
+    let problem = status.caches_problem.expect("a problem once it repeats");
+    assert_eq!((problem.what.as_str(), problem.failures), ("caches", 2));
+    assert!(
+        problem.message.contains("without their caches"),
+        "{problem:?}"
+    );
+    assert!(problem.fix.contains("cache clear"), "{problem:?}");
+    let text = d.ok(&["status"]).await;
+    assert!(text.contains("started without their caches"), "{text}");
+
+    // Fixed: the next runner gets its caches and the problem is gone.
+    std::fs::remove_file(&ns).unwrap();
+    run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("three", &[&label]).with_command(&step("three"))],
+    )
+    .await;
+    assert_ne!(read(out.path(), "three"), "none");
+    let status = d.client().await.status().await.unwrap();
+    assert_eq!(status.caches_problem, None);
+}

@@ -49,11 +49,11 @@ pub use secret::SecretString;
 pub use sid::{Sid, SidError};
 pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
-    AdmissionHold, Arch, AuthState, Budget, CheckState, Demand, DoctorReport, Failure,
-    FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission, HostCheck,
-    HostStatus, JobRef, LoadAverage, Os, ProblemCode, RunnerState, RunnerStatus, RunnerUsage,
-    Status, TargetAdmission, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus,
-    Workspace, WorkstationHold,
+    AdmissionHold, Arch, AuthState, Budget, CachesProblem, CheckState, Demand, DoctorReport,
+    Failure, FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission,
+    HostCheck, HostStatus, JobRef, LoadAverage, Os, ProblemCode, RunnerState, RunnerStatus,
+    RunnerUsage, Status, TargetAdmission, TargetKind, TargetProblem, TargetSpend, TargetState,
+    TargetStatus, Workspace, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

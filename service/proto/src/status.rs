@@ -41,6 +41,21 @@ pub struct Status {
     /// machine busy, quiet hours); absent when none holds them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workstation: Option<WorkstationHold>,
+    /// Runners keep starting without their caches or persistent workspace (they still run,
+    /// slower); absent while setting them up works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caches_problem: Option<CachesProblem>,
+}
+
+/// Setting up runners' caches or persistent workspaces failed for the last few runners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachesProblem {
+    /// `caches` or `workspace`.
+    pub what: String,
+    /// Failures in a row.
+    pub failures: u32,
+    pub message: String,
+    pub fix: String,
 }
 
 /// New runners wait because of a workstation rule; running jobs go on.

@@ -262,8 +262,11 @@ impl<S: PackageSource> RunnerHost<S> {
         let Some(slots) = &self.workspaces else {
             return Ok(None);
         };
-        let slot = slots
-            .claim(runtime, policy, package)
+        let claimed = slots.claim(runtime, policy, package);
+        self.config
+            .caches
+            .note_workspace_setup(claimed.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        let slot = claimed
             .map_err(|e| HostError::Task(format!("claiming a persistent workspace: {e}")))?;
         tracing::info!(
             runtime = %runtime.name,
@@ -290,7 +293,11 @@ impl<S: PackageSource> RunnerHost<S> {
                 tool_cache: plan.tool_cache && self.config.caches.tool_cache(),
                 ..plan.clone()
             };
-            match caches.prepare(runtime, &plan) {
+            let prepared = caches.prepare(runtime, &plan);
+            self.config
+                .caches
+                .note_caches_setup(prepared.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+            match prepared {
                 Ok(prepared) => {
                     // After the host's environment: the caches' variables are the service's.
                     extra_env.extend(prepared.env);

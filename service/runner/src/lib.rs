@@ -40,7 +40,7 @@ pub use account::{
 };
 pub use caches::{
     CacheOwners, CachePlan, CacheSettings, Caches, CachesError, ClearFilter, EntryInfo,
-    PreparedCaches, Removal, RunnerGroups,
+    PreparedCaches, Removal, RunnerGroups, SetupProblem,
 };
 pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError, EvidenceKind};
 pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};

@@ -568,6 +568,10 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         println!("  {}", hold.message);
         println!("    fix: {}", hold.fix);
     }
+    if let Some(p) = &s.caches_problem {
+        println!("  {}", p.message);
+        println!("    fix: {}", p.fix);
+    }
     for r in &s.runners {
         let job = r.job.as_ref().map(job_text).unwrap_or_default();
         println!(

@@ -322,5 +322,34 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
                 message: h.message,
                 fix: h.fix,
             }),
+        caches_problem: daemon.caches.setup_problem().map(caches_problem),
     })
+}
+
+/// Runners keep starting without their caches or workspace: what failed, and what to do.
+fn caches_problem(p: rm_runner::SetupProblem) -> rm_proto::CachesProblem {
+    let (message, fix) = match p.what {
+        "workspace" => (
+            format!(
+                "The last {} runners of a target with persistent workspaces started with an empty work folder: {}",
+                p.failures, p.detail
+            ),
+            "Jobs still run, only slower. Check that the runner root's filesystem has space and              is writable by the service; `runner-manager repo set TARGET --workspace ephemeral`              stops using the workspaces and deletes them."
+                .to_owned(),
+        ),
+        _ => (
+            format!(
+                "The last {} runners started without their caches: {}",
+                p.failures, p.detail
+            ),
+            "Jobs still run, only slower. Check that the runner root's filesystem has space and              is writable by the service; `runner-manager cache clear` removes damaged caches,              `runner-manager repo set TARGET --cache off` stops using them."
+                .to_owned(),
+        ),
+    };
+    rm_proto::CachesProblem {
+        what: p.what.to_owned(),
+        failures: p.failures,
+        message,
+        fix,
+    }
 }

@@ -41,6 +41,7 @@ fn status() -> Status {
         host_checks: vec![],
         admission: None,
         workstation: None,
+        caches_problem: None,
     }
 }
 

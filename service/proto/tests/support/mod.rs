@@ -157,6 +157,7 @@ pub fn sample_status() -> Status {
         host_checks: Vec::new(),
         admission: None,
         workstation: None,
+        caches_problem: None,
     }
 }
 

@@ -123,7 +123,30 @@ struct CacheSettingsInner {
     caches: Option<Arc<Caches>>,
     /// The persistent workspaces, likewise (reset from the API, used by the host).
     workspaces: Option<Arc<crate::workspaces::Workspaces>>,
+    /// Setting up the caches, or a workspace, for a runner: consecutive failures.
+    caches_streak: Streak,
+    workspace_streak: Streak,
 }
+
+/// Consecutive failures of one kind of setup, and the newest one's words.
+#[derive(Debug, Default, Clone)]
+struct Streak {
+    failures: u32,
+    last: String,
+}
+
+/// Runners kept starting without what they should have had: a visible problem once it
+/// repeats (a runner still runs without them: slower, not wrong).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupProblem {
+    /// `caches` or `workspace`.
+    pub what: &'static str,
+    pub failures: u32,
+    pub detail: String,
+}
+
+/// Failures in a row before a setup problem is shown (one can be a passing hiccup).
+pub const SETUP_PROBLEM_AFTER: u32 = 2;
 
 impl Default for CacheSettings {
     fn default() -> Self {
@@ -133,7 +156,19 @@ impl Default for CacheSettings {
             by_policy: HashMap::new(),
             caches: None,
             workspaces: None,
+            caches_streak: Streak::default(),
+            workspace_streak: Streak::default(),
         })))
+    }
+}
+
+fn note(streak: &mut Streak, result: Result<(), String>) {
+    match result {
+        Ok(()) => *streak = Streak::default(),
+        Err(e) => {
+            streak.failures = streak.failures.saturating_add(1);
+            streak.last = e;
+        }
     }
 }
 
@@ -151,6 +186,28 @@ impl CacheSettings {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .caches = Some(caches);
+    }
+    /// Records how setting up a runner's caches went.
+    pub(crate) fn note_caches_setup(&self, result: Result<(), String>) {
+        let mut inner = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        note(&mut inner.caches_streak, result);
+    }
+    /// Records how claiming a runner's persistent workspace went.
+    pub(crate) fn note_workspace_setup(&self, result: Result<(), String>) {
+        let mut inner = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        note(&mut inner.workspace_streak, result);
+    }
+    /// Runners keep starting without their caches or workspace.
+    pub fn setup_problem(&self) -> Option<SetupProblem> {
+        let inner = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let pick = |what: &'static str, s: &Streak| {
+            (s.failures >= SETUP_PROBLEM_AFTER).then(|| SetupProblem {
+                what,
+                failures: s.failures,
+                detail: s.last.clone(),
+            })
+        };
+        pick("caches", &inner.caches_streak).or_else(|| pick("workspace", &inner.workspace_streak))
     }
     /// The persistent workspaces, once a runner host set them up.
     pub fn workspaces(&self) -> Option<Arc<crate::workspaces::Workspaces>> {

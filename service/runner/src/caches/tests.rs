@@ -259,3 +259,26 @@ fn pruning_keeps_the_cap_and_spares_a_cache_in_use_and_clear_names_what_it_left(
     assert_eq!(r.removed.len(), 1);
     assert!(r.in_use.is_empty());
 }
+
+#[test]
+fn a_setup_failure_becomes_a_problem_once_it_repeats_and_goes_with_a_success() {
+    let settings = CacheSettings::default();
+    settings.note_workspace_setup(Err("disk full".into()));
+    assert_eq!(
+        settings.setup_problem(),
+        None,
+        "one failure may be a hiccup"
+    );
+    settings.note_workspace_setup(Err("disk still full".into()));
+    let p = settings.setup_problem().unwrap();
+    assert_eq!(
+        (p.what, p.failures, p.detail.as_str()),
+        ("workspace", 2, "disk still full")
+    );
+    settings.note_caches_setup(Err("a".into()));
+    settings.note_caches_setup(Err("b".into()));
+    assert_eq!(settings.setup_problem().unwrap().what, "caches");
+    settings.note_caches_setup(Ok(()));
+    settings.note_workspace_setup(Ok(()));
+    assert_eq!(settings.setup_problem(), None);
+}
