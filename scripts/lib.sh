@@ -10,13 +10,15 @@
 #   webkit2gtk-driver             WebKitWebDriver: the tests drive the tray's windows
 #   xdotool imagemagick libglib2.0-bin   window lookups, screenshots, `gio launch` (autostart)
 #   minisign                      signs releases (scripts/release.sh) and the update tests' releases
+#   postgresql                    the pool tests' PostgreSQL: they start throwaway clusters of their
+#                                 own with its server binaries (Debian's own cluster is not used)
 
 APT_PACKAGES=(build-essential pkg-config libdbus-1-dev dbus gnome-keyring libsecret-tools
     libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev
     libsoup-3.0-dev libssl-dev libxdo-dev file
     xvfb xauth dbus-x11 at-spi2-core fonts-dejavu-core
     python3-dbus python3-gi python3-xlib webkit2gtk-driver
-    xdotool imagemagick libglib2.0-bin minisign)
+    xdotool imagemagick libglib2.0-bin minisign postgresql)
 
 ensure_build_deps() {
     local missing=()

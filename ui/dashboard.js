@@ -142,6 +142,8 @@ function targetRow(t) {
   const monitor = el("input", { type: "checkbox", checked: t.max_capacity === null, disabled: busy, "aria-label": `${rowName(t)} monitor only` });
   const max = el("input", { type: "number", min: 1, max: 64, value: t.max_capacity ?? "", disabled: busy || t.max_capacity === null, "aria-label": `${rowName(t)} at most this many runners` });
   monitor.addEventListener("change", () => change(t, monitor.checked ? { monitorOnly: true } : { maxRunners: Number(max.value) || 1 }, err));
+  const keep = el("input", { type: "checkbox", checked: t.workspace === "persistent", disabled: busy, "aria-label": `${rowName(t)} keeps work folders between jobs` });
+  keep.addEventListener("change", () => change(t, { keepWorkspaces: keep.checked }, err));
   max.addEventListener("change", () => { if (Number(max.value) > 0) change(t, { maxRunners: Number(max.value) }, err); });
   let actions;
   if (confirmRemove === rowKey(t)) {
@@ -160,7 +162,7 @@ function targetRow(t) {
   return el("tr", { id: t.profile && t.profile !== "default" ? `target-${t.target}-${t.profile}` : `target-${t.target}` },
     el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository", profileArg(t) ? ` · profile ${t.profile}` : ""), keepsText(t) ? el("div", { class: "muted" }, keepsText(t)) : null),
     el("td", {}, el("span", { class: `badge ${cls}` }, words), t.problem ? el("p", {}, t.problem.message, el("br"), el("span", { class: "muted" }, t.problem.fix)) : null),
-    el("td", {}, el("label", {}, enabled, " enabled")),
+    el("td", {}, el("label", {}, enabled, " enabled"), el("br"), el("label", { title: "Each runner starts with the work folder the last job of this target left (credentials removed): faster checkouts and builds. Off deletes the kept folders." }, keep, " keep work folders")),
     el("td", {}, el("div", { class: "row" }, max, el("label", {}, monitor, " monitor only"))),
     el("td", {}, `${t.active_runners} running · ${demand}`, t.typical_peak_rss_bytes ? el("div", { class: "muted" }, `typically peaks at ${bytesText(t.typical_peak_rss_bytes)}`) : null),
     el("td", {}, actions, err));
@@ -169,7 +171,7 @@ function targetRow(t) {
 async function change(t, what, err) {
   pending.add(rowKey(t));
   try {
-    await invoke("update_target", { target: t.target, profile: profileArg(t), enabled: what.enabled ?? null, maxRunners: what.maxRunners ?? null, monitorOnly: what.monitorOnly ?? null });
+    await invoke("update_target", { target: t.target, profile: profileArg(t), enabled: what.enabled ?? null, maxRunners: what.maxRunners ?? null, monitorOnly: what.monitorOnly ?? null, keepWorkspaces: what.keepWorkspaces ?? null });
     err.textContent = "";
   } catch (e) { err.textContent = errorText(e); }
   finally { pending.delete(rowKey(t)); render(); }

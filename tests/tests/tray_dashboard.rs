@@ -1,7 +1,7 @@
 //! The dashboard, driven through WebDriver against the real service: the host's routing label,
 //! adding targets with the service's validation errors shown inline, enabling, capacity,
-//! monitor-only, removal with confirmation, pausing; each change is what the service then
-//! reports.
+//! monitor-only, kept work folders, removal with confirmation, pausing; each change is what
+//! the service then reports.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -162,6 +162,26 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
         client.targets().await.unwrap()[0]
             .max_capacity
             .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Work folders kept between jobs, then not: what the service then reports, in words.
+    let keep = format!("{ROW} input[aria-label=\"octo/hello keeps work folders between jobs\"]");
+    driver.click(&keep).await;
+    until(Duration::from_secs(20), "persistent workspaces", || async {
+        (client.targets().await.unwrap()[0].workspace == rm_proto::Workspace::Persistent)
+            .then_some(())
+    })
+    .await;
+    driver
+        .until_text(ROW, "the kept work folders", |t| {
+            t.contains("keeps work folders (0 saved)")
+        })
+        .await;
+    driver.click(&keep).await;
+    until(Duration::from_secs(20), "ephemeral workspaces", || async {
+        (client.targets().await.unwrap()[0].workspace == rm_proto::Workspace::Ephemeral)
             .then_some(())
     })
     .await;

@@ -88,6 +88,7 @@ pub async fn update_target(
     enabled: Option<bool>,
     max_runners: Option<u32>,
     monitor_only: Option<bool>,
+    keep_workspaces: Option<bool>,
 ) -> Answer<TargetStatus> {
     let name = profile_ref(&target, profile.as_deref())?;
     let client = service::client(&app.state::<Shared>()).await?;
@@ -95,6 +96,13 @@ pub async fn update_target(
         enabled,
         max_capacity: max_runners,
         monitor_only: monitor_only.filter(|m| *m),
+        workspace: keep_workspaces.map(|keep| {
+            if keep {
+                rm_proto::Workspace::Persistent
+            } else {
+                rm_proto::Workspace::Ephemeral
+            }
+        }),
         ..TargetUpdate::default()
     };
     service::update_target(&client, &name, change).await

@@ -1,0 +1,21 @@
+//! A pool of hosts serving one label, coordinated through PostgreSQL (a database teams already
+//! run and back up; no server of our own). This crate holds the pool's database side:
+//!
+//! - [`url`]: the pool's address, with its password taken out (it lives in the credential
+//!   store, never in config or logs).
+//! - [`schema`]: the versioned schema, migrated by whichever host comes first, under a lock;
+//!   a database of a newer schema is refused, never altered.
+//! - [`store`]: one host's connection: its heartbeat (its lease), the jobs it claims (at most
+//!   what it can start, one transaction per pass, a job claimed by one host only), the shared
+//!   demand one reader per label publishes, and the pool's view for status.
+//! - [`error`]: every failure in words with its fix, and whether it means "the database is
+//!   unreachable" (new pool launches stop until it is back).
+
+pub mod error;
+pub mod schema;
+pub mod store;
+pub mod url;
+
+pub use error::PoolError;
+pub use store::{Claim, PoolHost, PoolStore, StoreSettings};
+pub use url::PoolUrl;
