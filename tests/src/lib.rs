@@ -138,8 +138,13 @@ impl Daemon {
         }
         args.push("--client-id".into());
         args.push(gh.client_id().into());
-        // Fast passes so a test sees a job picked up in well under a second.
-        for a in ["--poll-ms", "200", "--tick-ms", "200"] {
+        // Fast passes so a test sees a job picked up in well under a second (unless the test
+        // sets its own poll interval).
+        if !extra.contains(&"--poll-ms") {
+            args.push("--poll-ms".into());
+            args.push("200".into());
+        }
+        for a in ["--tick-ms", "200"] {
             args.push(a.into());
         }
         // The file store unless the caller picks another.

@@ -2,13 +2,15 @@
 //! runner, `status` (the API and the CLI) shows the tree's resident memory and its peak, within
 //! 10 % of what the job allocated; when the job is done, its usage is journalled and the
 //! target's typical peak shows (kept across a restart). Real binary, fake GitHub, fake runners whose job allocates
-//! and touches the memory in two children (`JobSpec::memory`).
+//! and touches the memory in two children (`JobSpec::memory`). A runner that fails before it
+//! takes a job is metered too, but what it used is no job's usage: nothing is journalled and
+//! its target gets no typical peak.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use rm_e2e::{fake_github, routing_label, until, Daemon};
-use rm_testkit::{JobSpec, JobStatus};
+use rm_testkit::{EndpointMatch, Fault, FaultRule, JobSpec, JobStatus};
 
 const MIB: u64 = 1 << 20;
 
@@ -97,5 +99,82 @@ async fn a_jobs_memory_in_child_processes_shows_in_status_within_ten_percent() {
     assert_eq!(peak_of(&status), Some(typical), "kept across a restart");
     let text = d.ok(&["status"]).await;
     assert!(text.contains("its runners typically peak at "), "{text}");
+    d.stop().await.unwrap();
+}
+
+/// The peak of the first `runner usage` line of the daemon's log for a runner that ran no job.
+fn jobless_usage_peak(log: &str) -> Option<u64> {
+    log.lines()
+        .filter(|l| l.contains("runner usage") && l.contains("ran_job=false"))
+        .find_map(|l| {
+            let (_, rest) = l.split_once("peak_rss_bytes=")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_fails_before_any_job_leaves_no_usage_and_no_typical_peak() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("SKIPPED: metering reads /proc (Linux)");
+        return;
+    }
+    let gh = fake_github().await;
+    let mut d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    // The runner's listener cannot open its session for a few seconds (it retries every
+    // second, so the meter samples it), then is told its registration is gone and exits
+    // without a job; so does every later try.
+    let sessions = || EndpointMatch::route("POST", "/_broker/sessions");
+    gh.inject_fault(FaultRule::times(
+        sessions(),
+        Fault::Status5xx {
+            status: 503,
+            rate: 1.0,
+        },
+        4,
+    ));
+    gh.inject_fault(FaultRule::always(
+        sessions(),
+        Fault::Refuse {
+            status: 404,
+            message: "The runner no longer exists on the server".into(),
+        },
+    ));
+    let run = gh
+        .queue_run(
+            "octo/hello",
+            vec![JobSpec::new("never-taken", &[&label]).memory(32, 1)],
+        )
+        .unwrap();
+    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
+    // The meter saw the runner (a peak above 0) and knows it ran no job.
+    let peak = until(
+        Duration::from_secs(60),
+        "the jobless runner's usage",
+        || {
+            let log = d.log();
+            async move { jobless_usage_peak(&log) }
+        },
+    )
+    .await;
+    assert!(peak > 0, "{}", d.log());
+    assert_eq!(gh.job(job).unwrap().status, JobStatus::Queued);
+    let client = d.client().await;
+    let peak_of = |status: &rm_proto::Status| status.targets.first()?.typical_peak_rss_bytes;
+    // A few meter ticks later still no typical peak...
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let status = client.status().await.unwrap();
+        assert_eq!(peak_of(&status), None, "{status:?}");
+    }
+    // ...and none read back from the journal either: no usage row was written.
+    d.restart().await;
+    let status = d.client().await.status().await.unwrap();
+    assert_eq!(peak_of(&status), None, "{status:?}");
+    gh.clear_faults();
     d.stop().await.unwrap();
 }

@@ -1,7 +1,7 @@
 //! The dashboard, driven through WebDriver against the real service: the host's routing label,
 //! adding targets with the service's validation errors shown inline, enabling, capacity,
-//! monitor-only, kept work folders, removal with confirmation, pausing; each change is what
-//! the service then reports.
+//! monitor-only, kept work folders, a runner's live usage and the target's typical peak,
+//! removal with confirmation, pausing; each change is what the service then reports.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -11,6 +11,17 @@ use rm_e2e::webdriver::{self, Driver};
 use rm_e2e::{bin, fake_github, until};
 
 const ROW: &str = "[id=\"target-octo/hello\"]";
+
+/// Memory now and peak in MiB from a runner's "Uses" cell, `52 MiB (peak 60 MiB) · 0.1 cores`.
+fn usage_mib(cell: &str) -> (u64, u64) {
+    let parsed = (|| {
+        let (now, rest) = cell.trim().split_once(" MiB (peak ")?;
+        let (peak, rest) = rest.split_once(" MiB) · ")?;
+        rest.strip_suffix(" cores")?.parse::<f64>().ok()?;
+        Some((now.parse().ok()?, peak.parse().ok()?))
+    })();
+    parsed.unwrap_or_else(|| panic!("not a usage in MiB: {cell:?}"))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
@@ -194,11 +205,17 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
         client.targets().await.unwrap()[0].enabled.then_some(())
     })
     .await;
-    gh.queue_run(
-        "octo/hello",
-        vec![rm_testkit::JobSpec::new("build", &[&host.routing_label])],
-    )
-    .unwrap();
+    // The job holds memory while it runs (a few seconds: metered every 2 s).
+    let held_mib: u64 = 48;
+    let run = gh
+        .queue_run(
+            "octo/hello",
+            vec![rm_testkit::JobSpec::new("build", &[&host.routing_label])
+                .duration(Duration::from_secs(6))
+                .memory(u32::try_from(held_mib).unwrap(), 1)],
+        )
+        .unwrap();
+    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     let queued = driver
         .until_text("#queued-body", "the waiting job's reason", |t| {
             t.contains("monitor-only")
@@ -206,6 +223,47 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
         .await;
     assert!(queued.contains("--max-runners N"), "{queued}");
     assert!(queued.contains(&host.routing_label), "{queued}");
+
+    // Starting runners again: the runner that takes the job shows what it uses now, its peak
+    // and its CPU in its row.
+    driver
+        .click(&format!(
+            "{ROW} input[aria-label=\"octo/hello monitor only\"]"
+        ))
+        .await;
+    let uses = driver
+        .until_text(
+            "#runners-body tbody tr td:last-child",
+            "the runner's usage",
+            |t| t.contains("(peak "),
+        )
+        .await;
+    let (now_mib, peak_mib) = usage_mib(&uses);
+    assert!(now_mib > 0 && peak_mib >= now_mib, "{uses}");
+    // Once the job is done, what it used is the target's typical peak, shown in its row as
+    // the service reports it.
+    until(Duration::from_secs(60), "the job done", || async {
+        (gh.job(job).unwrap().status == rm_testkit::JobStatus::Completed).then_some(())
+    })
+    .await;
+    let typical = until(Duration::from_secs(30), "the typical peak", || async {
+        client
+            .status()
+            .await
+            .ok()?
+            .targets
+            .first()?
+            .typical_peak_rss_bytes
+    })
+    .await;
+    assert!(typical >= held_mib << 20, "typical peak {typical} bytes");
+    // The service publishes the new figure itself: nothing else changes meanwhile.
+    let typical_mib = (typical as f64 / 1_048_576.0).round();
+    driver
+        .until_text(ROW, "the typical peak", |t| {
+            t.contains(&format!("typically peaks at {typical_mib} MiB"))
+        })
+        .await;
 
     // Removal asks first.
     driver.click(&format!("{ROW} button.danger")).await;

@@ -268,6 +268,44 @@ async fn each_waiting_job_says_why_labels_state_capacity_pause_memory_and_batter
         r[&j7]
     );
     assert!(r.values().all(|r| !r.covered));
+    // `why --json` through the CLI names the same reason for each job as the API.
+    let json: serde_json::Value = serde_json::from_str(&d.ok(&["why", "--json"]).await).unwrap();
+    let cli_codes: BTreeMap<u64, String> = json["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["target"] == "octo/hello")
+        .flat_map(|t| t["jobs"].as_array().unwrap())
+        .map(|j| {
+            let code = j["reason"]["code"].as_str().unwrap();
+            (j["job_id"].as_u64().unwrap(), code.to_owned())
+        })
+        .collect();
+    let api_codes: BTreeMap<u64, String> = reasons(&client.why().await.unwrap())
+        .into_iter()
+        .map(|(job, r)| (job, r.code))
+        .collect();
+    assert_eq!(cli_codes, api_codes, "{json}");
+    assert_eq!(cli_codes.len(), 7, "{json}");
+    // Plain `why`: each job's line, then the reason and its fix in the service's words.
+    let text = d.ok(&["why"]).await;
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(&format!("octo/hello · watched (job {j5})")))
+        .unwrap_or_else(|| panic!("no line for job {j5}:\n{text}"));
+    assert!(lines[at].contains("profile=mon"), "{text}");
+    assert_eq!(
+        lines.get(at + 1).copied(),
+        Some(format!("    waits: {}", r[&j5].message).as_str()),
+        "{text}"
+    );
+    assert!(r[&j5].message.contains("monitor-only"), "{:?}", r[&j5]);
+    assert_eq!(
+        lines.get(at + 2).copied(),
+        Some(format!("    fix: {}", r[&j5].fix.as_ref().unwrap()).as_str()),
+        "{text}"
+    );
     // The text form, for one target, with the fix lines.
     let text = d.ok(&["why", "octo/hello"]).await;
     assert!(
@@ -387,8 +425,21 @@ async fn each_waiting_job_says_why_package_rate_limit_and_sign_in() {
         },
     ));
     let r = until_codes(&client, "the rate limit", &[(job, "rate_limited")]).await;
-    assert!(r[&job].until.is_some(), "{:?}", r[&job]);
-    assert!(r[&job].message.contains("resets in"), "{:?}", r[&job]);
+    // The words name the local time it lifts (the service's clock and time zone are this
+    // machine's), then how soon (the daemon's unit test checks those words).
+    let lifts = r[&job].until.expect("when the limit lifts");
+    let clock = chrono::DateTime::from_timestamp_millis(lifts.0)
+        .unwrap()
+        .with_timezone(&chrono::Local)
+        .format("%H:%M")
+        .to_string();
+    assert!(
+        r[&job]
+            .message
+            .contains(&format!("Rate-limited by GitHub until {clock} (")),
+        "{:?}",
+        r[&job]
+    );
     let report = client.why().await.unwrap();
     let t = &report.targets[0];
     assert_eq!(t.summary.as_ref().unwrap().code, "rate_limited", "{t:?}");

@@ -192,7 +192,19 @@ where
         let mut capacity = 0;
         for grant in unbounded.grants.iter().filter(|g| g.to_start > 0) {
             match self.ports.journal.host_capacity_for(grant.policy_id).await {
-                Ok(cap) => capacity = capacity.max(cap),
+                Ok(cap) => {
+                    capacity = capacity.max(cap);
+                    // Read at once, with this policy's own read: another loop's read may
+                    // replace the journal's note of it before this pass is over.
+                    let hold = self.ports.journal.capacity_hold_for(grant.policy_id);
+                    if let Some(p) = view
+                        .policies
+                        .iter_mut()
+                        .find(|p| p.policy_id == grant.policy_id)
+                    {
+                        p.hold = hold;
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(gh_target = %self.target, error = %e, "capacity unreadable; starting nothing this pass");
                     view.stop = Some(PassStop::Journal {
@@ -203,7 +215,6 @@ where
             }
         }
         view.host_capacity = Some(capacity);
-        view.hold = self.ports.journal.capacity_hold();
         let allocation = allocation_with(counts, capacity);
         note_grants(view, &allocation);
 
@@ -234,8 +245,13 @@ where
                     Some(r) => reservations.push(r),
                     None => {
                         // The room went while the lock was awaited: say what held it.
-                        if view.hold.is_none() {
-                            view.hold = self.ports.journal.capacity_hold();
+                        let hold = self.ports.journal.capacity_hold_for(policy.id());
+                        if let Some(p) = view
+                            .policies
+                            .iter_mut()
+                            .find(|p| p.policy_id == policy.id())
+                        {
+                            p.hold = hold.or(p.hold.take());
                         }
                         break;
                     }

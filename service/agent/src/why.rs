@@ -35,6 +35,7 @@ where
                 // A policy that gave up says so even before it wants a runner.
                 block: self.launch_block(p.id()),
                 started: Vec::new(),
+                hold: None,
             })
             .collect();
         PassView {
@@ -48,7 +49,6 @@ where
             policies,
             host_capacity: None,
             host_runners: Vec::new(),
-            hold: None,
         }
     }
 

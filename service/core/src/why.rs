@@ -112,6 +112,10 @@ pub struct PolicyPass {
     pub block: Option<LaunchBlock>,
     /// Runners that reached `starting` in this pass.
     pub started: Vec<String>,
+    /// What held the host's capacity down for a runner of this policy (paused, memory for
+    /// its size, a workstation rule), read with that policy's own capacity read: each policy
+    /// keeps its own, so one target's hold is never shown as another's.
+    pub hold: Option<CapacityHold>,
 }
 
 /// What one pass of a target's loop saw and decided.
@@ -133,7 +137,6 @@ pub struct PassView {
     pub host_capacity: Option<u32>,
     /// Every runner holding one of the host's slots (all targets).
     pub host_runners: Vec<String>,
-    pub hold: Option<CapacityHold>,
 }
 
 /// Why one job has no runner of this host (or which runner will take it).
@@ -329,7 +332,7 @@ fn policy_reason(view: &PassView, p: &PolicyPass, index: usize) -> Reason {
                 .cloned()
                 .collect(),
         },
-        Limit::HostCapacity => match &view.hold {
+        Limit::HostCapacity => match &p.hold {
             Some(hold) => Reason::Held(hold.clone()),
             None => Reason::HostFull {
                 capacity: view.host_capacity.unwrap_or(0),
@@ -339,7 +342,7 @@ fn policy_reason(view: &PassView, p: &PolicyPass, index: usize) -> Reason {
         Limit::NotReconciling => Reason::Stopped(PassStop::Draining),
         Limit::MonitorOnly => Reason::MonitorOnly,
         // Granted, yet not started: a hold met under the allocation lock, or a failed launch.
-        Limit::Demand | Limit::Satisfied => match &view.hold {
+        Limit::Demand | Limit::Satisfied => match &p.hold {
             Some(hold) => Reason::Held(hold.clone()),
             None => Reason::NotStartedYet,
         },

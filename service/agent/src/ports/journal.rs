@@ -135,10 +135,12 @@ pub trait JournalPort: Send + Sync + 'static {
         self.host_capacity()
     }
 
-    /// What held the capacity of the last [`JournalPort::host_capacity`] read below the
-    /// host's setting (paused, memory admission, a workstation rule), in the holder's words;
-    /// the loop records it so `why` can say it. A plain journal holds nothing.
-    fn capacity_hold(&self) -> Option<rm_core::CapacityHold> {
+    /// What held the last [`JournalPort::host_capacity_for`] read for `policy` below the
+    /// host's setting (paused, memory admission for that policy's runner, a workstation
+    /// rule), in the holder's words; the loop records it with that policy so `why` can say
+    /// it. A plain journal holds nothing.
+    fn capacity_hold_for(&self, policy: PolicyId) -> Option<rm_core::CapacityHold> {
+        let _ = policy;
         None
     }
 }
@@ -192,7 +194,7 @@ impl<J: JournalPort> JournalPort for Arc<J> {
     ) -> impl Future<Output = Result<u32, JournalError>> + Send {
         (**self).host_capacity_for(policy)
     }
-    fn capacity_hold(&self) -> Option<rm_core::CapacityHold> {
-        (**self).capacity_hold()
+    fn capacity_hold_for(&self, policy: PolicyId) -> Option<rm_core::CapacityHold> {
+        (**self).capacity_hold_for(policy)
     }
 }

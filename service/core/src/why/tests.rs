@@ -30,6 +30,7 @@ fn policy(id: i64, labels: &[&str]) -> PolicyPass {
         grant: None,
         block: None,
         started: Vec::new(),
+        hold: None,
     }
 }
 
@@ -53,7 +54,6 @@ fn view(jobs: Vec<JobDemand>, policies: Vec<PolicyPass>) -> PassView {
         policies,
         host_capacity: Some(2),
         host_runners: Vec::new(),
-        hold: None,
     }
 }
 
@@ -215,9 +215,33 @@ fn host_capacity_names_the_hold_or_the_runners() {
         message: "New runners wait for memory".into(),
         fix: "close something".into(),
     };
-    v.hold = Some(hold.clone());
+    v.policies[0].hold = Some(hold.clone());
     assert_eq!(explain(&v)[0].reason, Reason::Held(hold));
     assert_eq!(explain(&v)[0].reason.code(), "memory");
+}
+
+#[test]
+fn each_policy_is_explained_by_its_own_hold() {
+    // Two targets' policies, both limited by the host: only the larger runner waits for
+    // memory; the other is held by the runners that fill the host.
+    let mut small = policy(1, &[L]);
+    small.grant = grant(1, 0, Limit::HostCapacity);
+    let mut large = policy(2, &["rm-box-linux-x64-big"]);
+    large.grant = grant(2, 0, Limit::HostCapacity);
+    large.hold = Some(CapacityHold {
+        code: "memory".into(),
+        message: "A 6 GiB runner waits for memory".into(),
+        fix: "close something".into(),
+    });
+    let mut v = view(
+        vec![job(1, &[L]), job(2, &["rm-box-linux-x64-big"])],
+        vec![small, large],
+    );
+    v.host_runners = vec!["rm-x".into()];
+    assert_eq!(
+        codes(&v),
+        vec![(1, "host_full".into()), (2, "memory".into())]
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ use super::workstation::{self, RuleHold, Rules};
 use rm_core::PolicyId;
 use rm_journal::PolicyAdmission;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -52,6 +53,31 @@ impl Default for AdmissionConfig {
 }
 
 /// Why new runners wait, with the numbers.
+/// What one admission question answered.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    /// How many more runners may start (`u32::MAX`: nothing here limits them).
+    pub allowed: u32,
+    /// What held them, when none may.
+    pub held: Option<Held>,
+}
+
+impl Admitted {
+    fn unlimited() -> Admitted {
+        Admitted {
+            allowed: u32::MAX,
+            held: None,
+        }
+    }
+}
+
+/// Why admission let no runner start.
+#[derive(Debug, Clone)]
+pub enum Held {
+    Rule(RuleHold),
+    Memory(Hold),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hold {
     pub available_bytes: u64,
@@ -96,23 +122,39 @@ pub struct MemorySource {
     cgroup: Option<PathBuf>,
 }
 
-/// Set in debug builds only: read this file instead of `/proc/meminfo`, and no cgroup (tests).
+/// Set in debug builds only: read this file instead of `/proc/meminfo` (tests).
 pub const TEST_MEMINFO_ENV: &str = "RUNNER_MANAGER_TEST_MEMINFO";
+/// Set in debug builds only: the cgroup v2 directory (`memory.max`, `memory.current`) to read
+/// instead of the service's own (tests). With only the meminfo seam set, no cgroup is read, so
+/// a test does not depend on the cgroup it happens to run in.
+pub const TEST_CGROUP_ENV: &str = "RUNNER_MANAGER_TEST_CGROUP";
 
 impl MemorySource {
     pub fn system() -> MemorySource {
         if cfg!(debug_assertions) {
-            if let Some(path) = std::env::var_os(TEST_MEMINFO_ENV) {
-                return MemorySource {
-                    meminfo: PathBuf::from(path),
-                    cgroup: None,
-                };
+            let seam = MemorySource::seam(
+                std::env::var_os(TEST_MEMINFO_ENV),
+                std::env::var_os(TEST_CGROUP_ENV),
+            );
+            if let Some(source) = seam {
+                return source;
             }
         }
         MemorySource {
             meminfo: PathBuf::from("/proc/meminfo"),
             cgroup: own_cgroup(),
         }
+    }
+
+    /// The source the test seams name, if any is set.
+    fn seam(meminfo: Option<OsString>, cgroup: Option<OsString>) -> Option<MemorySource> {
+        if meminfo.is_none() && cgroup.is_none() {
+            return None;
+        }
+        Some(MemorySource {
+            meminfo: meminfo.map_or_else(|| PathBuf::from("/proc/meminfo"), PathBuf::from),
+            cgroup: cgroup.map(PathBuf::from),
+        })
     }
 
     /// Bytes available now; an unreadable source is an error (admission then admits: a broken
@@ -322,9 +364,10 @@ impl Admission {
     }
 
     /// How many more runners of `policy` may start now (`u32::MAX` when nothing here limits
-    /// them or memory cannot be read); records the verdict. A workstation rule is looked at
-    /// first.
-    pub async fn allowed_new(&self, policy: Option<PolicyId>) -> u32 {
+    /// them or memory cannot be read), and what held them when none may: this call's own
+    /// verdict (the recorded one may already be another policy's). Records the verdict. A
+    /// workstation rule is looked at first.
+    pub async fn admit(&self, policy: Option<PolicyId>) -> Admitted {
         let config = self.config();
         let rule = self.rule_now(&config.rules).await;
         let before = std::mem::replace(
@@ -340,19 +383,22 @@ impl Admission {
             }
             *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
             self.arm_recheck();
-            return 0;
+            return Admitted {
+                allowed: 0,
+                held: Some(Held::Rule(rule)),
+            };
         }
         let effective = self.effective(policy);
         if !effective.enabled {
             // Memory admission off (for this target): a hold recorded earlier no longer stands.
             *self.hold.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            return u32::MAX;
+            return Admitted::unlimited();
         }
         let available = match self.source.available() {
             Ok(a) => a,
             Err(error) => {
                 tracing::warn!(%error, "available memory unreadable: admitting");
-                return u32::MAX;
+                return Admitted::unlimited();
             }
         };
         let hold = Hold {
@@ -383,7 +429,10 @@ impl Admission {
         if verdict.is_some() {
             self.arm_recheck();
         }
-        n
+        Admitted {
+            allowed: n,
+            held: verdict.map(Held::Memory),
+        }
     }
 
     /// Whether a start is held back (then the recheck task looks every 2 s).
@@ -484,5 +533,121 @@ mod tests {
             !h.fix().contains("daemon run"),
             "the fix names the run-time command"
         );
+    }
+
+    /// A meminfo file saying `kb` kB are available, and a cgroup directory beside it.
+    fn files(kb: u64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let meminfo = dir.path().join("meminfo");
+        std::fs::write(
+            &meminfo,
+            format!("MemTotal: 16000000 kB\nMemAvailable: {kb} kB\n"),
+        )
+        .unwrap();
+        let cgroup = dir.path().join("cgroup");
+        std::fs::create_dir(&cgroup).unwrap();
+        (dir, meminfo, cgroup)
+    }
+
+    #[test]
+    fn available_is_the_smaller_of_meminfo_and_the_cgroup() {
+        let (_dir, meminfo, cgroup) = files(4096); // 4 MiB
+        let source = MemorySource {
+            meminfo,
+            cgroup: Some(cgroup.clone()),
+        };
+        let write = |max: &str, current: &str| {
+            std::fs::write(cgroup.join("memory.max"), max).unwrap();
+            std::fs::write(cgroup.join("memory.current"), current).unwrap();
+        };
+        write(&format!("{}\n", 3 * MIB), &format!("{}\n", MIB));
+        assert_eq!(source.available(), Ok(2 * MIB), "the cgroup leaves less");
+        write(&format!("{}\n", 64 * MIB), &format!("{}\n", MIB));
+        assert_eq!(source.available(), Ok(4 * MIB), "MemAvailable is less");
+        write(&format!("{}\n", MIB), &format!("{}\n", 2 * MIB));
+        assert_eq!(
+            source.available(),
+            Ok(0),
+            "over its limit: nothing, no underflow"
+        );
+        write("max\n", &format!("{}\n", MIB));
+        assert_eq!(source.available(), Ok(4 * MIB), "`max`: no limit");
+    }
+
+    #[test]
+    fn an_unreadable_cgroup_falls_back_to_meminfo() {
+        let (_dir, meminfo, cgroup) = files(4096);
+        let source = MemorySource {
+            meminfo: meminfo.clone(),
+            cgroup: Some(cgroup.clone()),
+        };
+        assert_eq!(source.available(), Ok(4 * MIB), "no files");
+        std::fs::write(cgroup.join("memory.max"), "1024\n").unwrap();
+        assert_eq!(source.available(), Ok(4 * MIB), "no memory.current");
+        std::fs::write(cgroup.join("memory.current"), "lots\n").unwrap();
+        assert_eq!(source.available(), Ok(4 * MIB), "garbage memory.current");
+        std::fs::write(cgroup.join("memory.current"), "10\n").unwrap();
+        std::fs::write(cgroup.join("memory.max"), [0xff_u8, 0xfe]).unwrap(); // not UTF-8
+        assert_eq!(source.available(), Ok(4 * MIB), "garbage memory.max");
+        let gone = MemorySource {
+            meminfo,
+            cgroup: Some(cgroup.join("no-such-dir")),
+        };
+        assert_eq!(gone.available(), Ok(4 * MIB), "no directory");
+    }
+
+    #[test]
+    fn the_test_seams_name_each_source() {
+        assert!(MemorySource::seam(None, None).is_none(), "the real sources");
+        let s = MemorySource::seam(Some("/t/meminfo".into()), None).unwrap();
+        assert_eq!(s.meminfo, Path::new("/t/meminfo"));
+        assert_eq!(s.cgroup, None, "the host's cgroup stays out of tests");
+        let s = MemorySource::seam(Some("/t/meminfo".into()), Some("/t/cg".into())).unwrap();
+        assert_eq!(s.cgroup.as_deref(), Some(Path::new("/t/cg")));
+        let s = MemorySource::seam(None, Some("/t/cg".into())).unwrap();
+        assert_eq!(s.meminfo, Path::new("/proc/meminfo"));
+        assert_eq!(s.cgroup.as_deref(), Some(Path::new("/t/cg")));
+    }
+
+    fn admission(default_expected_bytes: u64) -> Admission {
+        Admission::new(
+            AdmissionConfig {
+                default_expected_bytes,
+                ..AdmissionConfig::default()
+            },
+            MemorySource {
+                meminfo: PathBuf::from("/nonexistent/meminfo"),
+                cgroup: None,
+            },
+            workstation::Sources::system(),
+        )
+    }
+
+    #[test]
+    fn a_new_runner_expects_its_typical_peak_else_the_default() {
+        let a = admission(2048 * MIB);
+        let p = PolicyId::new(1);
+        assert_eq!(a.expected(Some(p)), 2048 * MIB, "no history: the default");
+        a.set_typical(p, Some(700 * MIB));
+        assert_eq!(a.expected(Some(p)), 700 * MIB, "its typical peak");
+        assert_eq!(
+            a.expected(Some(PolicyId::new(2))),
+            2048 * MIB,
+            "another target's history is not its own"
+        );
+        a.set_own(
+            PolicyId::new(2),
+            PolicyAdmission {
+                runner_memory_mb: Some(300),
+                ..PolicyAdmission::default()
+            },
+        );
+        assert_eq!(
+            a.expected(Some(PolicyId::new(2))),
+            300 * MIB,
+            "its target's own default"
+        );
+        a.set_typical(p, None);
+        assert_eq!(a.expected(Some(p)), 2048 * MIB, "history gone: the default");
     }
 }

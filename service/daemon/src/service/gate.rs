@@ -2,10 +2,11 @@
 //! the operator paused the host or an upgrade drains it, so the allocator grants nothing while
 //! every pass still supervises, concludes and cleans.
 
-use super::admission::Admission;
+use super::admission::{Admission, Held};
 use rm_adapters::JournalAdapter;
 use rm_agent::{ActiveCounts, JournalError, JournalPort};
 use rm_core::{Attempt, CapacityHold, Policy, PolicyId, Target};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -42,8 +43,9 @@ pub struct GatedJournal {
     pub inner: JournalAdapter,
     pub gate: Arc<Gate>,
     pub admission: Arc<Admission>,
-    /// What held the last capacity read down, for the loops' record (`why`).
-    pub last_hold: Arc<Mutex<Option<CapacityHold>>>,
+    /// What held each policy's last capacity read down, for the loops' record (`why`): per
+    /// policy, since the loops read concurrently and one runner may fit where another waits.
+    pub holds: Arc<Mutex<HashMap<Option<PolicyId>, CapacityHold>>>,
 }
 
 impl GatedJournal {
@@ -52,19 +54,20 @@ impl GatedJournal {
             inner,
             gate,
             admission,
-            last_hold: Arc::default(),
+            holds: Arc::default(),
         }
     }
 
-    fn note_hold(&self, hold: Option<CapacityHold>) {
-        *self
-            .last_hold
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = hold;
+    fn note_hold(&self, policy: Option<PolicyId>, hold: Option<CapacityHold>) {
+        let mut holds = self.holds.lock().unwrap_or_else(PoisonError::into_inner);
+        match hold {
+            Some(h) => holds.insert(policy, h),
+            None => holds.remove(&policy),
+        };
     }
 
-    /// The hold behind a capacity read: the gate's, else admission's verdict of that read.
-    fn hold_now(&self) -> Option<CapacityHold> {
+    /// The gate's own hold (paused, updating), if any.
+    fn gate_hold(&self) -> Option<CapacityHold> {
         if self.gate.paused() {
             return Some(CapacityHold {
                 code: "paused".into(),
@@ -84,18 +87,23 @@ impl GatedJournal {
                 fix: "Nothing to do: it goes on by itself.".into(),
             });
         }
-        if let Some(rule) = self.admission.rule_hold() {
-            return Some(CapacityHold {
-                code: rule.rule.into(),
-                message: rule.message,
-                fix: rule.fix,
-            });
-        }
-        self.admission.hold().map(|hold| CapacityHold {
+        None
+    }
+}
+
+/// Admission's verdict of one read, in the words `why` shows.
+fn admission_hold(held: Held) -> CapacityHold {
+    match held {
+        Held::Rule(rule) => CapacityHold {
+            code: rule.rule.into(),
+            message: rule.message,
+            fix: rule.fix,
+        },
+        Held::Memory(hold) => CapacityHold {
             code: "memory".into(),
             message: hold.message(true),
             fix: hold.fix().into(),
-        })
+        },
     }
 }
 
@@ -132,11 +140,12 @@ impl JournalPort for GatedJournal {
         self.capacity_for(Some(policy)).await
     }
 
-    fn capacity_hold(&self) -> Option<CapacityHold> {
-        self.last_hold
+    fn capacity_hold_for(&self, policy: PolicyId) -> Option<CapacityHold> {
+        self.holds
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .get(&Some(policy))
+            .cloned()
     }
 }
 
@@ -144,24 +153,30 @@ impl GatedJournal {
     /// The host capacity for a runner of `policy` (its own expected peak decides admission).
     async fn capacity_for(&self, policy: Option<PolicyId>) -> Result<u32, JournalError> {
         if self.gate.holds() {
-            self.note_hold(self.hold_now());
+            self.note_hold(policy, self.gate_hold());
             return Ok(0);
         }
         let capacity = self.inner.host_capacity().await?;
         if !self.admission.active() {
-            self.note_hold(None);
+            self.note_hold(policy, None);
             return Ok(capacity);
         }
         // Never below what is active: admission delays starts, it stops nothing.
         let active = self.inner.active_counts().await?.total;
         if active >= capacity {
             // The host is full by its own setting: nothing else held it.
-            self.note_hold(None);
+            self.note_hold(policy, None);
             return Ok(capacity);
         }
-        let allowed = self.admission.allowed_new(policy).await;
-        let admitted = capacity.min(active.saturating_add(allowed));
-        self.note_hold((admitted < capacity).then(|| self.hold_now()).flatten());
+        let verdict = self.admission.admit(policy).await;
+        let admitted = capacity.min(active.saturating_add(verdict.allowed));
+        self.note_hold(
+            policy,
+            verdict
+                .held
+                .filter(|_| admitted < capacity)
+                .map(admission_hold),
+        );
         Ok(admitted)
     }
 }

@@ -109,7 +109,7 @@ impl Meters {
             .copied()
     }
 
-    /// Records a policy's typical peak; answers the largest among all policies.
+    /// Records a policy's typical peak (`None`: no history).
     fn set_typical(&self, policy: PolicyId, peak: Option<u64>) {
         let mut typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
         match peak {
@@ -118,22 +118,25 @@ impl Meters {
         };
     }
 
-    /// What the running runners are still expected to grow to: per runner, its target's
-    /// typical peak less what it uses now (memory admission keeps that free).
-    pub fn reserved(&self) -> u64 {
-        let typical = self
-            .typical
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        self.entries()
-            .values()
-            .map(|e| {
-                typical
-                    .get(&e.policy)
-                    .map_or(0, |peak| peak.saturating_sub(e.rss_now))
-            })
-            .sum()
+    /// What the attempts holding a slot are still expected to grow to: per attempt, the peak
+    /// a new runner of its target would be expected to reach (`expected`: admission's own rule,
+    /// so both sides agree) less what it uses now. An attempt without a sample yet (no process
+    /// yet, or one started since the last tick) uses nothing so far: its whole expectation
+    /// counts, else a burst of starts would each see the memory as still free.
+    pub fn reserved(&self, holding: &[Holder], expected: impl Fn(PolicyId) -> u64) -> u64 {
+        let now: Vec<(PolicyId, u64)> = {
+            let entries = self.entries();
+            holding
+                .iter()
+                .map(|h| {
+                    let rss = entries.get(h.attempt.as_str()).map_or(0, |e| e.rss_now);
+                    (h.policy, rss)
+                })
+                .collect()
+        };
+        now.into_iter()
+            .map(|(policy, rss)| expected(policy).saturating_sub(rss))
+            .fold(0, u64::saturating_add)
     }
 
     /// The usage shown for an attempt, once it has been sampled.
@@ -204,6 +207,33 @@ impl Meters {
     }
 }
 
+/// An attempt holding a runner slot (not concluded), as `Meters::reserved` counts it.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub attempt: AttemptId,
+    pub policy: PolicyId,
+}
+
+/// The attempts that hold a runner slot now, process or not.
+fn holders_of(attempts: &[Attempt]) -> Vec<Holder> {
+    attempts
+        .iter()
+        .filter(|a| a.counts_against_capacity())
+        .map(|a| Holder {
+            attempt: a.id().clone(),
+            policy: a.policy_id(),
+        })
+        .collect()
+}
+
+/// Tells admission what the attempts holding a slot are still expected to grow to.
+fn publish_reserved(daemon: &Daemon, holding: &[Holder]) {
+    let reserved = daemon
+        .meters
+        .reserved(holding, |policy| daemon.admission.expected(Some(policy)));
+    daemon.admission.set_reserved(reserved);
+}
+
 /// The attempts with a runner process now.
 fn live_of(attempts: &[Attempt]) -> Vec<Live> {
     attempts
@@ -268,6 +298,8 @@ async fn record(daemon: &Daemon, e: Ended) {
         Ok(peak) => {
             daemon.meters.set_typical(policy, peak);
             daemon.admission.set_typical(policy, peak);
+            // The new figure is news for the watchers (the dashboard shows it per target).
+            daemon.publish_status().await;
         }
         Err(error) => {
             tracing::warn!(%error, attempt = %e.attempt, "the runner's usage was not journalled");
@@ -311,7 +343,11 @@ pub async fn run(daemon: Arc<Daemon>) {
             }
         };
         let live = live_of(&attempts);
+        let holding = holders_of(&attempts);
         if live.is_empty() && daemon.meters.followed() == 0 {
+            // Attempts still registering hold memory-to-be: admission must see them while the
+            // sampler sleeps (a runner event wakes it, and this is recomputed).
+            publish_reserved(&daemon, &holding);
             daemon.meters.wake.notified().await;
             continue;
         }
@@ -320,7 +356,7 @@ pub async fn run(daemon: Arc<Daemon>) {
             tokio::task::spawn_blocking(move || meters.meters.tick(&live, Instant::now())).await;
         match sampled {
             Ok(Ok(tick)) => {
-                daemon.admission.set_reserved(daemon.meters.reserved());
+                publish_reserved(&daemon, &holding);
                 if !tick.gone_process.is_empty() {
                     tracing::info!(attempts = ?tick.gone_process, "a runner process is gone: waking the loops");
                     daemon.wake.notify_one();
@@ -347,5 +383,164 @@ pub async fn run(daemon: Arc<Daemon>) {
             Err(error) => tracing::warn!(%error, "the meter's sample did not finish"),
         }
         tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn holder(id: &str, policy: i64) -> Holder {
+        Holder {
+            attempt: AttemptId::new(id).expect("a valid test id"),
+            policy: PolicyId::new(policy),
+        }
+    }
+
+    /// Follows `h` as if a tick had sampled it using `rss` bytes.
+    fn sampled(meters: &Meters, h: &Holder, rss: u64) {
+        let live = Live {
+            attempt: h.attempt.clone(),
+            policy: h.policy,
+            process: ProcessIdentity {
+                pid: 4242,
+                start_time: 1,
+            },
+            busy: true,
+        };
+        let mut entry = Entry::new(&live, Instant::now());
+        entry.rss_now = rss;
+        meters.entries().insert(h.attempt.to_string(), entry);
+    }
+
+    #[test]
+    fn reserved_counts_what_each_holder_may_still_grow_to() {
+        let meters = Meters::default();
+        let with_history = holder("aaaaaaaa", 1);
+        let without = holder("bbbbbbbb", 2);
+        let over = holder("cccccccc", 1);
+        sampled(&meters, &with_history, 300 * MIB);
+        sampled(&meters, &without, 100 * MIB);
+        sampled(&meters, &over, 5000 * MIB);
+        // Policy 1 has a typical peak of 1000 MiB; policy 2 none, so the default's 2048 MiB.
+        let expected = |p: PolicyId| if p.get() == 1 { 1000 * MIB } else { 2048 * MIB };
+        assert_eq!(
+            meters.reserved(std::slice::from_ref(&with_history), expected),
+            700 * MIB
+        );
+        assert_eq!(
+            meters.reserved(std::slice::from_ref(&without), expected),
+            1948 * MIB,
+            "no history: the default less what it uses, not 0"
+        );
+        assert_eq!(
+            meters.reserved(std::slice::from_ref(&over), expected),
+            0,
+            "past its expectation: nothing more, no underflow"
+        );
+        assert_eq!(
+            meters.reserved(&[with_history, without, over], expected),
+            2648 * MIB
+        );
+    }
+
+    #[test]
+    fn a_holder_not_sampled_yet_reserves_its_whole_expectation() {
+        let meters = Meters::default();
+        let sampled_one = holder("aaaaaaaa", 1);
+        sampled(&meters, &sampled_one, 400 * MIB);
+        let registering = holder("dddddddd", 1);
+        let expected = |_: PolicyId| 1000 * MIB;
+        assert_eq!(
+            meters.reserved(std::slice::from_ref(&registering), expected),
+            1000 * MIB
+        );
+        assert_eq!(
+            meters.reserved(&[sampled_one, registering], expected),
+            1600 * MIB
+        );
+        assert_eq!(
+            meters.reserved(&[], expected),
+            0,
+            "a followed attempt no longer holding a slot counts nothing"
+        );
+    }
+
+    #[test]
+    fn every_attempt_not_concluded_holds_a_slot_process_or_not() {
+        let now = rm_core::Timestamp::from_millis(1_000);
+        let id = |s: &str| AttemptId::new(s).expect("a valid test id");
+        let allocated = Attempt::allocate(id("aaaaaaaa"), PolicyId::new(7), now);
+        let mut failed = Attempt::allocate(id("bbbbbbbb"), PolicyId::new(7), now);
+        failed
+            .conclude(
+                Outcome::Failed(rm_core::FailureReason::JitRequestFailed),
+                now,
+            )
+            .expect("legal from allocated");
+        let holding = holders_of(&[allocated, failed]);
+        assert_eq!(holding.len(), 1, "{holding:?}");
+        assert_eq!(holding[0].attempt.as_str(), "aaaaaaaa");
+        assert_eq!(holding[0].policy, PolicyId::new(7));
+        assert!(
+            live_of(&[Attempt::allocate(id("cccccccc"), PolicyId::new(7), now)]).is_empty(),
+            "no process yet: not sampled, so only `holders_of` sees it"
+        );
+    }
+
+    /// A real process's identity as the meter reads it (`/proc/<pid>/stat`'s start time).
+    #[cfg(target_os = "linux")]
+    fn identity_of(pid: u32) -> ProcessIdentity {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat readable");
+        let after_name = &stat[stat.rfind(')').expect("a stat line") + 2..];
+        let start_time = after_name
+            .split_whitespace()
+            .nth(19)
+            .and_then(|f| f.parse().ok())
+            .expect("field 22: starttime");
+        ProcessIdentity { pid, start_time }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_runner_process_seen_gone_is_told_once_while_its_attempt_is_live() {
+        let meters = Meters::default();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let live = [Live {
+            attempt: AttemptId::new("dddddddd").expect("a valid test id"),
+            policy: PolicyId::new(3),
+            process: identity_of(child.id()),
+            busy: false,
+        }];
+        let tick = meters.tick(&live, Instant::now()).expect("a sample");
+        assert!(
+            tick.gone_process.is_empty(),
+            "alive: {:?}",
+            tick.gone_process
+        );
+        assert_eq!(meters.followed(), 1);
+
+        child.kill().expect("killed");
+        child.wait().expect("reaped");
+        // The journal still says live (the loop has not concluded it): the meter tells.
+        let tick = meters.tick(&live, Instant::now()).expect("a sample");
+        assert_eq!(tick.gone_process, vec!["dddddddd".to_owned()]);
+        let tick = meters.tick(&live, Instant::now()).expect("a sample");
+        assert!(
+            tick.gone_process.is_empty(),
+            "told once: {:?}",
+            tick.gone_process
+        );
+
+        // Concluded by its loop: the attempt ends, with what it used.
+        let tick = meters.tick(&[], Instant::now()).expect("a sample");
+        assert_eq!(tick.ended.len(), 1);
+        assert_eq!(tick.ended[0].attempt.as_str(), "dddddddd");
+        assert_eq!(meters.followed(), 0);
     }
 }

@@ -163,6 +163,14 @@ fn from_now(until: Timestamp, now: Timestamp) -> String {
     }
 }
 
+/// `14:05`: a time of day on this machine's clock, as `runner-manager why` and `status` show
+/// times (the service and whoever reads its answer share the machine's time zone, as quiet
+/// hours do). `None` for a time chrono cannot hold.
+fn local_clock(t: Timestamp) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(t.as_millis())
+        .map(|t| t.with_timezone(&chrono::Local).format("%H:%M").to_string())
+}
+
 fn reason(code: &str, message: String, fix: Option<String>) -> WhyReason {
     WhyReason {
         code: code.to_owned(),
@@ -392,11 +400,14 @@ fn stopped(code: &str, stop: &PassStop, target: &Target, now: Timestamp) -> WhyR
             Some("Resume it: `runner-manager service resume`, or Resume in the tray's menu.".into()),
         ),
         PassStop::Demand(DemandUnread::RateLimited { until }) => {
+            let when = match local_clock(*until) {
+                Some(clock) => format!("until {clock} ({})", from_now(*until, now)),
+                None => format!("for now (it lifts {})", from_now(*until, now)),
+            };
             let mut r = reason(
                 code,
                 format!(
-                    "GitHub's rate limit for this host's sign-in is used up; it resets {}.",
-                    from_now(*until, now)
+                    "Rate-limited by GitHub {when}: this host's sign-in has used up its requests."
                 ),
                 Some("Nothing to do: the service waits and goes on by itself. Other tools signed in as the same account share the limit.".into()),
             );
@@ -436,5 +447,32 @@ fn stopped(code: &str, stop: &PassStop, target: &Target, now: Timestamp) -> WhyR
             format!("No profile of {target} reads GitHub's queue."),
             Some("See `runner-manager status` for each profile's state.".into()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_names_the_local_time_it_lifts_and_how_soon() {
+        let target = Target::parse("octo/hello").expect("a repository");
+        let now = Timestamp::from_millis(1_900_000_000_000);
+        let until = Timestamp::from_millis(1_900_000_000_000 + 150_000);
+        let stop = PassStop::Demand(DemandUnread::RateLimited { until });
+        let r = stopped("rate_limited", &stop, &target, now);
+        let clock = chrono::DateTime::from_timestamp_millis(until.as_millis())
+            .expect("in range")
+            .with_timezone(&chrono::Local)
+            .format("%H:%M")
+            .to_string();
+        assert!(
+            r.message.starts_with(&format!(
+                "Rate-limited by GitHub until {clock} (in about 3 min)"
+            )),
+            "{}",
+            r.message
+        );
+        assert_eq!(r.until, Some(UnixMillis(until.as_millis())));
     }
 }
