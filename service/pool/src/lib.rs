@@ -5,9 +5,9 @@
 //!   store, never in config or logs).
 //! - [`schema`]: the versioned schema, migrated by whichever host comes first, under a lock;
 //!   a database of a newer schema is refused, never altered.
-//! - [`store`]: one host's connection: its heartbeat (its lease), the jobs it claims (at most
-//!   what it can start, one transaction per pass, a job claimed by one host only), the shared
-//!   demand one reader per label publishes, and the pool's view for status.
+//! - [`store`]: one host's connection: its heartbeat (its lease), one claim per runner it starts
+//!   (bound to a queued job no other claim holds), the demand one reader per target publishes
+//!   (which also settles the claims against what GitHub shows), and the pool's view for status.
 //! - [`error`]: every failure in words with its fix, and whether it means "the database is
 //!   unreachable" (new pool launches stop until it is back).
 
@@ -17,5 +17,5 @@ pub mod store;
 pub mod url;
 
 pub use error::PoolError;
-pub use store::{Claim, PoolHost, PoolStore, StoreSettings};
+pub use store::{Claim, PoolHost, PoolStore, Published, StoreSettings};
 pub use url::PoolUrl;

@@ -15,7 +15,10 @@ const MIGRATION_LOCK: i64 = 0x726d_706f_6f6c;
 /// Step `n` (1-based) takes the schema from version `n - 1` to `n`. All times are the
 /// database's (`now()`), so the hosts' clocks never have to agree.
 const STEPS: &[&str] = &[
-    // 1: hosts and their leases, claims, the shared demand and who reads it.
+    // 1: hosts and their leases; per target (a repository or organization) its demand
+    // reader's lease and last snapshot, the jobs queued in it, and the claims: one per runner
+    // a host started and has not yet seen take a job, bound to one queued job so that runners
+    // and queued jobs are counted one to one.
     "CREATE TABLE rm_pool_hosts (
          host_id     text PRIMARY KEY,
          label       text NOT NULL,
@@ -24,24 +27,28 @@ const STEPS: &[&str] = &[
          lease_until timestamptz NOT NULL,
          seen_at     timestamptz NOT NULL
      );
+     CREATE TABLE rm_pool_targets (
+         target      text PRIMARY KEY,
+         reader      text NOT NULL,
+         lease_until timestamptz NOT NULL,
+         read_at     timestamptz,
+         snapshot    text
+     );
+     CREATE TABLE rm_pool_queue (
+         target text NOT NULL,
+         job_id bigint NOT NULL,
+         PRIMARY KEY (target, job_id)
+     );
      CREATE TABLE rm_pool_claims (
          job_id     bigint PRIMARY KEY,
-         pool_label text NOT NULL,
+         target     text NOT NULL,
          host_id    text NOT NULL,
-         claimed_at timestamptz NOT NULL
+         runner     text NOT NULL UNIQUE,
+         claimed_at timestamptz NOT NULL,
+         ran_job    boolean NOT NULL DEFAULT false
      );
      CREATE INDEX rm_pool_claims_by_host ON rm_pool_claims (host_id);
-     CREATE TABLE rm_pool_demand (
-         pool_label text NOT NULL,
-         job_id     bigint NOT NULL,
-         PRIMARY KEY (pool_label, job_id)
-     );
-     CREATE TABLE rm_pool_readers (
-         pool_label  text PRIMARY KEY,
-         host_id     text NOT NULL,
-         lease_until timestamptz NOT NULL,
-         read_at     timestamptz
-     );",
+     CREATE INDEX rm_pool_claims_by_target ON rm_pool_claims (target);",
 ];
 
 /// Brings the schema to [`SCHEMA_VERSION`]; answers the version found before (0: a new

@@ -18,8 +18,9 @@ pub struct StoreSettings {
     /// How long a heartbeat keeps this host's claims: a host silent for longer (crashed, cut
     /// off) has its claims placed elsewhere.
     pub lease: Duration,
-    /// How long a claim may wait for its runner to be brought up (a package download) while
-    /// its host is alive; past it, the job may be claimed again.
+    /// How long a claim stands while its host is alive but its runner has not been seen to
+    /// take a job (being brought up, a package download, then idle): past it, a runner that
+    /// never came does not hold a job for ever and another host may claim it.
     pub bring_up_bound: Duration,
     /// The most a connection attempt or a statement may take.
     pub timeout: Duration,
@@ -50,20 +51,31 @@ pub struct PoolHost {
     pub claims: u32,
 }
 
-/// A job a host has claimed.
+/// A runner a host started and has not yet been seen to take a job, bound to one queued job.
+/// GitHub hands a queued job to any idle runner with matching labels, so the bound job is
+/// bookkeeping (one claim per queued job), not the job the runner will take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub job_id: u64,
-    pub pool_label: String,
+    /// The repository or organization whose queue the job is in.
+    pub target: String,
     pub host_id: String,
+    pub runner: String,
+    /// The runner ended after running a job; the claim counts until the next publish shows
+    /// which queued job it consumed.
+    pub ran_job: bool,
 }
 
-/// The demand one reader published for a label.
+/// What the reader of a target published last.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PublishedDemand {
-    pub jobs: Vec<u64>,
-    /// Seconds since it was read from GitHub; `None` before anyone published.
-    pub age_secs: Option<f64>,
+pub struct Published {
+    /// As the reader serialised it; never parsed here.
+    pub snapshot: String,
+    /// Since it was read from GitHub.
+    pub age: Duration,
+    /// Queued jobs that runners of other live hosts are bound to: the demand left to act on
+    /// is the snapshot's jobs without these.
+    pub claimed_elsewhere: Vec<u64>,
 }
 
 /// This host's connection to the pool database.
@@ -79,6 +91,22 @@ impl Drop for PoolStore {
     fn drop(&mut self) {
         self.connection.abort();
     }
+}
+
+/// Serialises, within one transaction, everything that changes one target's claims (hosts
+/// claiming, the reader publishing): two hosts never take the same queued job at once, and
+/// a claim is never placed while the claims are being settled against a new snapshot.
+const TARGET_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
+/// A claim no longer stands (`c`: the claim; `$2`: the bring-up bound in seconds): its host's
+/// lease lapsed (crashed, cut off: its runner may never come) or its runner was not seen to
+/// take a job within the bound.
+macro_rules! lapsed {
+    () => {
+        "(c.claimed_at < now() - make_interval(secs => $2)
+          OR NOT EXISTS (SELECT 1 FROM rm_pool_hosts h
+                         WHERE h.host_id = c.host_id AND h.lease_until > now()))"
+    };
 }
 
 fn ids(jobs: &[u64]) -> Vec<i64> {
@@ -196,75 +224,88 @@ impl PoolStore {
         .map(|_| ())
     }
 
-    /// Claims, in one transaction, at most `max` of `candidates` (in their order: the oldest
-    /// queued first) that no live host holds; answers the ones this host now holds. Claims of
-    /// hosts whose lease lapsed, and claims older than the bring-up bound, are dropped first:
-    /// their jobs are claimable again.
+    /// Claims one queued job of `target` for `runner`, before the runner is started: the first
+    /// of `candidates` (in their order) that is in the published queue and that no claim
+    /// holds. Answers `None` when none is (the runner must not be started), and the job it
+    /// already holds when `runner` has a claim (asking again after a lost answer is safe).
+    /// Claims of lapsed hosts, or past the bring-up bound, are dropped first. A host whose
+    /// own lease lapsed gets nothing: the next claimer would drop its claim at once, and its
+    /// runner would then be a surplus one.
     pub async fn claim(
         &mut self,
-        pool_label: &str,
+        target: &str,
+        runner: &str,
         candidates: &[u64],
-        max: u32,
-    ) -> Result<Vec<u64>, PoolError> {
-        if max == 0 || candidates.is_empty() {
-            return Ok(Vec::new());
-        }
+    ) -> Result<Option<u64>, PoolError> {
         let candidates = ids(candidates);
-        let limit = i64::from(max);
         let bound = self.settings.bring_up_bound.as_secs_f64();
         let host = self.settings.host_id.clone();
-        let label = pool_label.to_owned();
         let client = &mut self.client;
         let work = async move {
             let tx = client.transaction().await?;
+            tx.execute(TARGET_LOCK, &[&target]).await?;
             tx.execute(
-                "DELETE FROM rm_pool_claims c
-                 WHERE c.pool_label = $1
-                   AND (c.claimed_at < now() - make_interval(secs => $2)
-                        OR NOT EXISTS (SELECT 1 FROM rm_pool_hosts h
-                                       WHERE h.host_id = c.host_id AND h.lease_until > now()))",
-                &[&label, &bound],
+                concat!(
+                    "DELETE FROM rm_pool_claims c WHERE c.target = $1 AND ",
+                    lapsed!()
+                ),
+                &[&target, &bound],
             )
             .await?;
-            let rows = tx
-                .query(
-                    "INSERT INTO rm_pool_claims (job_id, pool_label, host_id, claimed_at)
-                     SELECT t.j, $1, $2, now()
-                     FROM unnest($3::bigint[]) WITH ORDINALITY AS t(j, n)
-                     WHERE NOT EXISTS (SELECT 1 FROM rm_pool_claims c WHERE c.job_id = t.j)
-                     ORDER BY t.n
-                     LIMIT $4
-                     ON CONFLICT (job_id) DO NOTHING
-                     RETURNING job_id",
-                    &[&label, &host, &candidates, &limit],
+            let held = tx
+                .query_opt(
+                    "SELECT job_id FROM rm_pool_claims WHERE runner = $1",
+                    &[&runner],
                 )
                 .await?;
+            let row = match held {
+                Some(row) => Some(row),
+                None => {
+                    tx.query_opt(
+                        "INSERT INTO rm_pool_claims (job_id, target, host_id, runner, claimed_at)
+                         SELECT t.j, $1, $2, $3, now()
+                         FROM unnest($4::bigint[]) WITH ORDINALITY AS t(j, n)
+                         WHERE EXISTS (SELECT 1 FROM rm_pool_queue q
+                                       WHERE q.target = $1 AND q.job_id = t.j)
+                           AND NOT EXISTS (SELECT 1 FROM rm_pool_claims c WHERE c.job_id = t.j)
+                           AND EXISTS (SELECT 1 FROM rm_pool_hosts h
+                                       WHERE h.host_id = $2 AND h.lease_until > now())
+                         ORDER BY t.n
+                         LIMIT 1
+                         ON CONFLICT DO NOTHING
+                         RETURNING job_id",
+                        &[&target, &host, &runner, &candidates],
+                    )
+                    .await?
+                }
+            };
             tx.commit().await?;
-            Ok(rows.iter().map(|r| job_id(r.get(0))).collect::<Vec<u64>>())
+            Ok(row.map(|r| job_id(r.get(0))))
         };
         bounded(self.settings.timeout, &self.address, &self.user, work).await
     }
 
-    /// Gives up this host's claims on `jobs` (its runner took a job, ended, or the job is no
-    /// longer queued).
-    pub async fn release(&self, jobs: &[u64]) -> Result<(), PoolError> {
-        if jobs.is_empty() {
-            return Ok(());
-        }
-        self.bounded(self.client.execute(
-            "DELETE FROM rm_pool_claims WHERE host_id = $1 AND job_id = ANY($2::bigint[])",
-            &[&self.settings.host_id, &ids(jobs)],
-        ))
-        .await
-        .map(|_| ())
+    /// `runner` (of this host) ended. Without a job (it failed, or exited idle) its claim goes
+    /// now: its job needs another runner. After a job the claim stays, marked, until the next
+    /// publish: until GitHub's listing is read again the queued job it consumed is unknown, so
+    /// dropping the claim now would let another host start a runner for a job already run.
+    pub async fn finish(&self, runner: &str, ran_job: bool) -> Result<(), PoolError> {
+        let sql = if ran_job {
+            "UPDATE rm_pool_claims SET ran_job = true WHERE runner = $1 AND host_id = $2"
+        } else {
+            "DELETE FROM rm_pool_claims WHERE runner = $1 AND host_id = $2"
+        };
+        self.bounded(self.client.execute(sql, &[&runner, &self.settings.host_id]))
+            .await
+            .map(|_| ())
     }
 
     /// Every claim of the pool, oldest first.
     pub async fn claims(&self) -> Result<Vec<Claim>, PoolError> {
         let rows = self
             .bounded(self.client.query(
-                "SELECT job_id, pool_label, host_id FROM rm_pool_claims
-                 ORDER BY claimed_at, job_id",
+                "SELECT job_id, target, host_id, runner, ran_job FROM rm_pool_claims
+                 ORDER BY claimed_at, runner",
                 &[],
             ))
             .await?;
@@ -272,8 +313,10 @@ impl PoolStore {
             .iter()
             .map(|r| Claim {
                 job_id: job_id(r.get(0)),
-                pool_label: r.get(1),
+                target: r.get(1),
                 host_id: r.get(2),
+                runner: r.get(3),
+                ran_job: r.get(4),
             })
             .collect())
     }
@@ -302,64 +345,103 @@ impl PoolStore {
             .collect())
     }
 
-    /// Takes or keeps the right to read `pool_label`'s demand from GitHub for the pool (one
-    /// reader per label, so the hosts together cost GitHub what one does). True: this host
-    /// reads and publishes; false: another live host does, read what it published.
-    pub async fn lead(&self, pool_label: &str) -> Result<bool, PoolError> {
+    /// Takes or keeps the right to read `target`'s demand from GitHub for the pool (one
+    /// reader per target, so the hosts together cost GitHub what one does). True: this host
+    /// reads and publishes; false: another live host does, use what it published. Taking
+    /// over keeps the last snapshot, so the others act on it until the new reader publishes.
+    pub async fn lead(&self, target: &str) -> Result<bool, PoolError> {
         let lease = self.settings.lease.as_secs_f64();
         let rows = self
             .bounded(self.client.query(
-                "INSERT INTO rm_pool_readers (pool_label, host_id, lease_until)
+                "INSERT INTO rm_pool_targets (target, reader, lease_until)
                  VALUES ($1, $2, now() + make_interval(secs => $3))
-                 ON CONFLICT (pool_label) DO UPDATE
-                     SET host_id = EXCLUDED.host_id, lease_until = EXCLUDED.lease_until
-                     WHERE rm_pool_readers.host_id = EXCLUDED.host_id
-                        OR rm_pool_readers.lease_until < now()
-                 RETURNING host_id",
-                &[&pool_label, &self.settings.host_id, &lease],
+                 ON CONFLICT (target) DO UPDATE
+                     SET reader = EXCLUDED.reader, lease_until = EXCLUDED.lease_until
+                     WHERE rm_pool_targets.reader = EXCLUDED.reader
+                        OR rm_pool_targets.lease_until < now()
+                 RETURNING reader",
+                &[&target, &self.settings.host_id, &lease],
             ))
             .await?;
         Ok(!rows.is_empty())
     }
 
-    /// Replaces `pool_label`'s published demand with `jobs`, if this host is still its reader;
-    /// answers whether it was published.
-    pub async fn publish_demand(
+    /// Publishes what this host, `target`'s reader, just read from GitHub: `snapshot` for the
+    /// others, `queued` (the queued job ids) and `assigned_runners` (runners GitHub shows with
+    /// a job). Answers false, changing nothing, when another host took the reader's lease
+    /// since (its read is the one that counts). In the same transaction the target's claims
+    /// are settled against the read: claims whose runner took a job (assigned, or ended after
+    /// one), of lapsed hosts, or past the bring-up bound go; a remaining claim whose job left
+    /// the queue (another host's runner took it) is bound to a queued job no claim holds,
+    /// smallest first, since its runner, still idle, will take one of them. One that finds
+    /// none keeps its old job id: its runner still counts, against the next job to come.
+    pub async fn publish(
         &mut self,
-        pool_label: &str,
-        jobs: &[u64],
+        target: &str,
+        snapshot: &str,
+        queued: &[u64],
+        assigned_runners: &[String],
     ) -> Result<bool, PoolError> {
-        let jobs = ids(jobs);
+        let queued = ids(queued);
+        let bound = self.settings.bring_up_bound.as_secs_f64();
         let host = self.settings.host_id.clone();
-        let label = pool_label.to_owned();
         let client = &mut self.client;
         let work = async move {
             let tx = client.transaction().await?;
+            tx.execute(TARGET_LOCK, &[&target]).await?;
             let reader = tx
                 .query_opt(
-                    "SELECT 1 FROM rm_pool_readers
-                     WHERE pool_label = $1 AND host_id = $2 AND lease_until > now()
+                    "SELECT 1 FROM rm_pool_targets WHERE target = $1 AND reader = $2
                      FOR UPDATE",
-                    &[&label, &host],
+                    &[&target, &host],
                 )
                 .await?;
             if reader.is_none() {
                 return Ok(false);
             }
+            tx.execute("DELETE FROM rm_pool_queue WHERE target = $1", &[&target])
+                .await?;
             tx.execute(
-                "DELETE FROM rm_pool_demand WHERE pool_label = $1",
-                &[&label],
-            )
-            .await?;
-            tx.execute(
-                "INSERT INTO rm_pool_demand (pool_label, job_id)
+                "INSERT INTO rm_pool_queue (target, job_id)
                  SELECT $1, j FROM unnest($2::bigint[]) AS t(j) ON CONFLICT DO NOTHING",
-                &[&label, &jobs],
+                &[&target, &queued],
             )
             .await?;
             tx.execute(
-                "UPDATE rm_pool_readers SET read_at = now() WHERE pool_label = $1",
-                &[&label],
+                "UPDATE rm_pool_targets SET snapshot = $2, read_at = now() WHERE target = $1",
+                &[&target, &snapshot],
+            )
+            .await?;
+            tx.execute(
+                concat!(
+                    "DELETE FROM rm_pool_claims c WHERE c.target = $1
+                     AND (c.ran_job OR c.runner = ANY($3::text[]) OR ",
+                    lapsed!(),
+                    ")"
+                ),
+                &[&target, &bound, &assigned_runners],
+            )
+            .await?;
+            // Pairs the claims whose job left the queue (oldest claim first) with the queued
+            // jobs no claim holds (smallest first). The new ids are held by no claim, so the
+            // primary key never clashes mid-update.
+            tx.execute(
+                "WITH stale AS (
+                     SELECT c.job_id, row_number() OVER (ORDER BY c.claimed_at, c.runner) AS n
+                     FROM rm_pool_claims c
+                     WHERE c.target = $1
+                       AND NOT EXISTS (SELECT 1 FROM rm_pool_queue q
+                                       WHERE q.target = $1 AND q.job_id = c.job_id)
+                 ), free AS (
+                     SELECT q.job_id, row_number() OVER (ORDER BY q.job_id) AS n
+                     FROM rm_pool_queue q
+                     WHERE q.target = $1
+                       AND NOT EXISTS (SELECT 1 FROM rm_pool_claims c WHERE c.job_id = q.job_id)
+                 )
+                 UPDATE rm_pool_claims c SET job_id = f.job_id
+                 FROM stale s JOIN free f ON f.n = s.n
+                 WHERE c.job_id = s.job_id",
+                &[&target],
             )
             .await?;
             tx.commit().await?;
@@ -368,38 +450,54 @@ impl PoolStore {
         bounded(self.settings.timeout, &self.address, &self.user, work).await
     }
 
-    /// The demand the reader of `pool_label` published last, and how old it is.
-    pub async fn demand(&self, pool_label: &str) -> Result<PublishedDemand, PoolError> {
-        let rows = self
-            .bounded(self.client.query(
-                "SELECT job_id FROM rm_pool_demand WHERE pool_label = $1 ORDER BY job_id",
-                &[&pool_label],
-            ))
-            .await?;
-        let age = self
+    /// What `target`'s reader published last, its age, and the queued jobs runners of other
+    /// live hosts are bound to (this host knows its own). `None` before anyone published.
+    /// One statement, so the snapshot and the claims are of one moment.
+    pub async fn published(&self, target: &str) -> Result<Option<Published>, PoolError> {
+        let bound = self.settings.bring_up_bound.as_secs_f64();
+        let row = self
             .bounded(self.client.query_opt(
-                "SELECT EXTRACT(EPOCH FROM now() - read_at)::float8 FROM rm_pool_readers
-                 WHERE pool_label = $1 AND read_at IS NOT NULL",
-                &[&pool_label],
+                concat!(
+                    "SELECT t.snapshot, EXTRACT(EPOCH FROM now() - t.read_at)::float8,
+                        ARRAY(SELECT c.job_id FROM rm_pool_claims c
+                              JOIN rm_pool_queue q ON q.target = t.target AND q.job_id = c.job_id
+                              WHERE c.host_id <> $3 AND NOT ",
+                    lapsed!(),
+                    " ORDER BY c.job_id)
+                     FROM rm_pool_targets t
+                     WHERE t.target = $1 AND t.snapshot IS NOT NULL AND t.read_at IS NOT NULL"
+                ),
+                &[&target, &bound, &self.settings.host_id],
             ))
             .await?;
-        Ok(PublishedDemand {
-            jobs: rows.iter().map(|r| job_id(r.get(0))).collect(),
-            age_secs: age.map(|r| r.get(0)),
-        })
+        Ok(row.map(|r| {
+            let age: f64 = r.get(1);
+            let elsewhere: Vec<i64> = r.get(2);
+            Published {
+                snapshot: r.get(0),
+                age: Duration::try_from_secs_f64(age.max(0.0)).unwrap_or_default(),
+                claimed_elsewhere: elsewhere.into_iter().map(job_id).collect(),
+            }
+        }))
     }
 
-    /// Leaves the pool: this host's claims, reader leases and row are deleted (its jobs are
-    /// placed elsewhere at once, not after the lease).
+    /// Leaves the pool: this host's claims and row are deleted (its jobs are placed elsewhere
+    /// at once, not after the lease) and its reader leases end, so another host takes over
+    /// at once; the last snapshot is kept for the others to act on until then.
     pub async fn leave(&mut self) -> Result<(), PoolError> {
         let host = self.settings.host_id.clone();
         let client = &mut self.client;
         let work = async move {
             let tx = client.transaction().await?;
-            for table in ["rm_pool_claims", "rm_pool_readers", "rm_pool_hosts"] {
-                tx.execute(&format!("DELETE FROM {table} WHERE host_id = $1"), &[&host])
-                    .await?;
-            }
+            tx.execute("DELETE FROM rm_pool_claims WHERE host_id = $1", &[&host])
+                .await?;
+            tx.execute(
+                "UPDATE rm_pool_targets SET lease_until = '-infinity' WHERE reader = $1",
+                &[&host],
+            )
+            .await?;
+            tx.execute("DELETE FROM rm_pool_hosts WHERE host_id = $1", &[&host])
+                .await?;
             tx.commit().await
         };
         bounded(self.settings.timeout, &self.address, &self.user, work).await

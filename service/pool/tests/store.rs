@@ -1,7 +1,9 @@
 //! The pool's database side against a real PostgreSQL (a throwaway cluster per test, see
-//! `support`): claims that never overlap, leases that place a silent host's jobs elsewhere,
-//! one demand reader per label, the schema migrated once and a newer one refused, an
-//! unreachable database reported as such and recovered from, and bad input named.
+//! `support`): claims that never overlap and stay one to one with queued jobs when runners
+//! take each other's jobs, claims settled by the reader's publish and by runners ending,
+//! leases that place a silent host's jobs elsewhere, one demand reader per target, the schema
+//! migrated once and a newer one refused, an unreachable database reported as such and
+//! recovered from, and bad input named.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -9,12 +11,16 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use rm_pool::{PoolError, PoolStore, PoolUrl, StoreSettings};
+use rm_pool::{Claim, PoolError, PoolStore, PoolUrl, StoreSettings};
 use support::Cluster;
 
 /// Short leases, so expiry is tested in seconds; long enough that a busy machine's stalls
 /// between two steps of one test never make a live host look silent.
 const LEASE: Duration = Duration::from_secs(3);
+/// Long enough never to lapse within a test.
+const LONG: Duration = Duration::from_secs(60);
+
+const TARGET: &str = "repo:octo/hello";
 
 async fn store(cluster: &Cluster, host: &str, lease: Duration) -> PoolStore {
     let (url, pw) = PoolUrl::parse(&cluster.url()).unwrap();
@@ -25,30 +31,67 @@ async fn store(cluster: &Cluster, host: &str, lease: Duration) -> PoolStore {
         .unwrap()
 }
 
+/// A live host.
+async fn host(cluster: &Cluster, name: &str, lease: Duration) -> PoolStore {
+    let s = store(cluster, name, lease).await;
+    s.heartbeat("rm-pool-linux-x64", 4, 4).await.unwrap();
+    s
+}
+
+/// Leads `TARGET` and publishes `queued`, with `assigned` runners shown busy.
+async fn publish(s: &mut PoolStore, queued: &[u64], assigned: &[&str]) {
+    assert!(s.lead(TARGET).await.unwrap());
+    let assigned: Vec<String> = assigned.iter().map(|r| (*r).to_owned()).collect();
+    assert!(s
+        .publish(TARGET, &format!("{queued:?}"), queued, &assigned)
+        .await
+        .unwrap());
+}
+
+/// (job, runner, ran_job) of every claim, by job.
+async fn claims(s: &PoolStore) -> Vec<(u64, String, bool)> {
+    let mut all: Vec<(u64, String, bool)> = s
+        .claims()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c: Claim| (c.job_id, c.runner, c.ran_job))
+        .collect();
+    all.sort();
+    all
+}
+
+fn c(job: u64, runner: &str, ran_job: bool) -> (u64, String, bool) {
+    (job, runner.to_owned(), ran_job)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_claiming_at_once_never_get_one_job_twice() {
     let pg = Cluster::start();
     let mut hosts = Vec::new();
     for name in ["h1", "h2", "h3"] {
-        let s = store(&pg, name, Duration::from_secs(30)).await;
-        s.heartbeat(name, 4, 4).await.unwrap();
-        hosts.push(s);
+        hosts.push(host(&pg, name, LONG).await);
     }
     let jobs: Vec<u64> = (1..=40).collect();
-    let mut got: Vec<Vec<u64>> = vec![Vec::new(); 3];
-    for _round in 0..10 {
-        // All three claim at once, each at most 4 per pass.
-        let rounds = hosts.iter_mut().map(|s| {
-            let jobs = jobs.clone();
-            async move { s.claim("rm-pool-linux-x64", &jobs, 4).await.unwrap() }
-        });
-        let answers = futures_util::future::join_all(rounds).await;
-        for (i, a) in answers.into_iter().enumerate() {
-            assert!(a.len() <= 4, "never more than asked: {a:?}");
-            got[i].extend(a);
+    publish(&mut hosts[0], &jobs, &[]).await;
+    // All three claim at once, one runner after another, each wanting the oldest job first,
+    // until nothing is left.
+    let passes = hosts.iter_mut().map(|s| {
+        let jobs = jobs.clone();
+        async move {
+            let mut got = Vec::new();
+            for i in 0..60 {
+                let runner = format!("{}-r{i}", s.host_id());
+                match s.claim(TARGET, &runner, &jobs).await.unwrap() {
+                    Some(job) => got.push((runner, job)),
+                    None => return got,
+                }
+            }
+            panic!("more claims than queued jobs: {got:?}");
         }
-    }
-    let all: Vec<u64> = got.iter().flatten().copied().collect();
+    });
+    let got = futures_util::future::join_all(passes).await;
+    let all: Vec<u64> = got.iter().flatten().map(|(_, j)| *j).collect();
     let distinct: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(all.len(), distinct.len(), "a job claimed twice: {got:?}");
     assert_eq!(
@@ -56,43 +99,136 @@ async fn three_hosts_claiming_at_once_never_get_one_job_twice() {
         jobs.iter().copied().collect(),
         "every job claimed"
     );
-    let claims = hosts[0].claims().await.unwrap();
-    assert_eq!(claims.len(), 40);
+    assert!(
+        got.iter().filter(|g| !g.is_empty()).count() >= 2,
+        "the hosts really competed: {got:?}"
+    );
+    assert_eq!(hosts[1].claim(TARGET, "late", &jobs).await.unwrap(), None);
+    assert_eq!(
+        hosts[1].claim(TARGET, "late", &[99]).await.unwrap(),
+        None,
+        "a job not in the queue is never claimed"
+    );
+    // Asking again for a runner answers the job it holds, without a second claim.
+    let (runner, job) = got[2].first().or(got[0].first()).unwrap().clone();
+    let owner = hosts
+        .iter_mut()
+        .find(|s| runner.starts_with(s.host_id()))
+        .unwrap();
+    assert_eq!(
+        owner.claim(TARGET, &runner, &jobs).await.unwrap(),
+        Some(job)
+    );
+    assert_eq!(hosts[0].claims().await.unwrap().len(), 40);
     let listed = hosts[0].hosts().await.unwrap();
     assert_eq!(listed.iter().map(|h| h.claims).sum::<u32>(), 40);
     assert!(listed.iter().all(|h| h.alive && h.capacity == 4));
+}
 
-    // A host's released claims are claimable again.
-    hosts[0].release(&got[0]).await.unwrap();
-    let again = hosts[1]
-        .claim("rm-pool-linux-x64", &jobs, 100)
-        .await
-        .unwrap();
+/// A's runner took the job B claimed: B's runner, still idle, will take A's job, so B's claim
+/// moves to it and no third runner is started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_taking_another_hosts_job_moves_that_hosts_claim_to_the_job_left() {
+    let pg = Cluster::start();
+    let mut a = host(&pg, "a", LONG).await;
+    let mut b = host(&pg, "b", LONG).await;
+    let mut h3 = host(&pg, "c", LONG).await;
+    publish(&mut a, &[1, 2], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra", &[1, 2]).await.unwrap(), Some(1));
+    assert_eq!(b.claim(TARGET, "rb", &[1, 2]).await.unwrap(), Some(2));
+    // GitHub gave job 2 to ra: job 1 is still queued.
+    publish(&mut a, &[1], &["ra"]).await;
+    assert_eq!(claims(&a).await, vec![c(1, "rb", false)]);
     assert_eq!(
-        again.iter().copied().collect::<BTreeSet<_>>(),
-        got[0].iter().copied().collect()
+        h3.claim(TARGET, "rc", &[1]).await.unwrap(),
+        None,
+        "no surplus runner"
     );
+    let seen = h3.published(TARGET).await.unwrap().unwrap();
+    assert_eq!(seen.snapshot, "[1]");
+    assert_eq!(seen.claimed_elsewhere, vec![1]);
+    assert_eq!(
+        b.published(TARGET)
+            .await
+            .unwrap()
+            .unwrap()
+            .claimed_elsewhere,
+        Vec::<u64>::new(),
+        "its own claims are not 'elsewhere'"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_job_left_the_queue_stands_for_the_next_job() {
+    let pg = Cluster::start();
+    let mut leader = host(&pg, "leader", LONG).await;
+    let mut b = host(&pg, "b", LONG).await;
+    let mut h3 = host(&pg, "c", LONG).await;
+    publish(&mut leader, &[5], &[]).await;
+    assert_eq!(b.claim(TARGET, "rb", &[5]).await.unwrap(), Some(5));
+    // Job 5 was cancelled; rb, idle, did not take it and still waits.
+    publish(&mut leader, &[], &[]).await;
+    assert_eq!(claims(&b).await, vec![c(5, "rb", false)]);
+    let listed = b.hosts().await.unwrap();
+    assert_eq!(listed.iter().find(|h| h.host_id == "b").unwrap().claims, 1);
+    // A new job: rb's claim stands for it, so nobody starts a runner for it.
+    publish(&mut leader, &[6], &[]).await;
+    assert_eq!(claims(&b).await, vec![c(6, "rb", false)]);
+    assert_eq!(h3.claim(TARGET, "rc", &[6]).await.unwrap(), None);
+    let seen = h3.published(TARGET).await.unwrap().unwrap();
+    assert_eq!(seen.claimed_elsewhere, vec![6]);
+    // A second new job is free for another runner.
+    publish(&mut leader, &[6, 7], &[]).await;
+    assert_eq!(h3.claim(TARGET, "rc", &[6, 7]).await.unwrap(), Some(7));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_ends_idle_frees_its_job_and_one_that_ran_a_job_counts_until_the_next_read() {
+    let pg = Cluster::start();
+    let mut a = host(&pg, "a", LONG).await;
+    let mut b = host(&pg, "b", LONG).await;
+    let mut h3 = host(&pg, "c", LONG).await;
+    publish(&mut a, &[1, 2], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra", &[1]).await.unwrap(), Some(1));
+    assert_eq!(b.claim(TARGET, "rb", &[1]).await.unwrap(), None);
+    // ra failed to start: job 1 needs another runner now.
+    a.finish("ra", false).await.unwrap();
+    assert_eq!(b.claim(TARGET, "rb", &[1]).await.unwrap(), Some(1));
+    // Another host's runner name is not this host's to finish.
+    a.finish("rb", false).await.unwrap();
+    assert_eq!(claims(&a).await, vec![c(1, "rb", false)]);
+    // rb ran a job and ended; GitHub's listing was not read since (job 1 still shows).
+    b.finish("rb", true).await.unwrap();
+    assert_eq!(claims(&a).await, vec![c(1, "rb", true)]);
+    assert_eq!(h3.claim(TARGET, "rc", &[1]).await.unwrap(), None);
+    // The next read settles it: the claim goes and whatever is still queued is claimable.
+    publish(&mut a, &[1, 2], &[]).await;
+    assert!(claims(&a).await.is_empty());
+    assert_eq!(h3.claim(TARGET, "rc", &[1]).await.unwrap(), Some(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_hosts_claims_are_placed_elsewhere_after_its_lease() {
     let pg = Cluster::start();
-    let mut a = store(&pg, "a", LEASE).await;
-    let mut b = store(&pg, "b", LEASE).await;
-    a.heartbeat("a", 2, 2).await.unwrap();
-    b.heartbeat("b", 2, 2).await.unwrap();
-    assert_eq!(a.claim("pool", &[1, 2], 2).await.unwrap(), vec![1, 2]);
-    // While `a` heartbeats, its claims hold (as while its runner is being brought up).
+    let mut a = host(&pg, "a", LEASE).await;
+    let mut b = host(&pg, "b", LEASE).await;
+    publish(&mut b, &[1, 2], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra1", &[1, 2]).await.unwrap(), Some(1));
+    assert_eq!(a.claim(TARGET, "ra2", &[1, 2]).await.unwrap(), Some(2));
+    // While `a` heartbeats, its claims hold (as while its runners are being brought up).
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        a.heartbeat("a", 2, 0).await.unwrap();
-        b.heartbeat("b", 2, 2).await.unwrap();
-        assert!(b.claim("pool", &[1, 2], 2).await.unwrap().is_empty());
+        a.heartbeat("l", 4, 2).await.unwrap();
+        b.heartbeat("l", 4, 4).await.unwrap();
+        assert_eq!(b.claim(TARGET, "rb1", &[1, 2]).await.unwrap(), None);
     }
-    // `a` goes silent (crashed, cut off): after its lease the jobs are `b`'s to take.
+    // `a` goes silent (crashed, cut off): after its lease its jobs are `b`'s to take, and
+    // `a` itself, unheard, claims nothing.
     tokio::time::sleep(LEASE + Duration::from_millis(300)).await;
-    b.heartbeat("b", 2, 2).await.unwrap();
-    assert_eq!(b.claim("pool", &[1, 2], 2).await.unwrap(), vec![1, 2]);
+    b.heartbeat("l", 4, 4).await.unwrap();
+    assert_eq!(a.claim(TARGET, "ra3", &[1, 2]).await.unwrap(), None);
+    assert_eq!(b.claim(TARGET, "rb1", &[1, 2]).await.unwrap(), Some(1));
+    assert_eq!(b.claim(TARGET, "rb2", &[1, 2]).await.unwrap(), Some(2));
     let hosts = b.hosts().await.unwrap();
     let a_row = hosts.iter().find(|h| h.host_id == "a").unwrap();
     assert!(!a_row.alive && a_row.claims == 0, "{a_row:?}");
@@ -111,46 +247,88 @@ async fn a_claim_waits_for_its_runner_only_within_the_bring_up_bound() {
     let mut other = PoolStore::connect(&url, pw.as_ref(), settings)
         .await
         .unwrap();
-    slow.heartbeat("slow", 1, 1).await.unwrap();
-    other.heartbeat("other", 1, 1).await.unwrap();
-    assert_eq!(slow.claim("pool", &[7], 1).await.unwrap(), vec![7]);
-    assert!(other.claim("pool", &[7], 1).await.unwrap().is_empty());
+    slow.heartbeat("l", 1, 1).await.unwrap();
+    other.heartbeat("l", 1, 1).await.unwrap();
+    publish(&mut other, &[7], &[]).await;
+    assert_eq!(slow.claim(TARGET, "rs", &[7]).await.unwrap(), Some(7));
+    assert_eq!(other.claim(TARGET, "ro", &[7]).await.unwrap(), None);
     tokio::time::sleep(LEASE + Duration::from_millis(300)).await;
-    slow.heartbeat("slow", 1, 0).await.unwrap();
-    assert_eq!(
-        other.claim("pool", &[7], 1).await.unwrap(),
-        vec![7],
-        "a runner never brought up does not hold its job for ever"
+    slow.heartbeat("l", 1, 0).await.unwrap();
+    other.heartbeat("l", 1, 1).await.unwrap();
+    // The reader's next publish drops it, the job still queued.
+    publish(&mut other, &[7], &[]).await;
+    assert!(
+        claims(&other).await.is_empty(),
+        "a runner never seen to take a job does not hold it for ever"
     );
+    assert_eq!(other.claim(TARGET, "ro", &[7]).await.unwrap(), Some(7));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_host_reads_a_labels_demand_and_the_others_read_what_it_published() {
+async fn one_host_reads_a_targets_demand_and_the_others_read_what_it_published() {
     let pg = Cluster::start();
-    let mut a = store(&pg, "a", LEASE).await;
-    let mut b = store(&pg, "b", LEASE).await;
-    assert!(a.lead("pool").await.unwrap());
-    assert!(!b.lead("pool").await.unwrap(), "one reader per label");
+    let mut a = host(&pg, "a", LEASE).await;
+    let mut b = host(&pg, "b", LEASE).await;
+    assert!(a.lead(TARGET).await.unwrap());
+    assert!(!b.lead(TARGET).await.unwrap(), "one reader per target");
     assert!(
-        b.lead("other-label").await.unwrap(),
-        "another label has its own"
+        b.lead("org:octo").await.unwrap(),
+        "another target has its own"
     );
-    assert_eq!(b.demand("pool").await.unwrap().age_secs, None);
-    assert!(a.publish_demand("pool", &[5, 3, 9]).await.unwrap());
+    assert_eq!(b.published(TARGET).await.unwrap(), None);
+    assert!(a.publish(TARGET, "snap-1", &[3, 5, 9], &[]).await.unwrap());
     assert!(
-        !b.publish_demand("pool", &[1]).await.unwrap(),
+        !b.publish(TARGET, "snap-b", &[1], &[]).await.unwrap(),
         "only the reader publishes"
     );
-    let seen = b.demand("pool").await.unwrap();
-    assert_eq!(seen.jobs, vec![3, 5, 9]);
-    assert!(seen.age_secs.is_some_and(|a| a < 5.0), "{seen:?}");
-    assert!(a.lead("pool").await.unwrap(), "the reader keeps its lease");
-    // The reader goes silent: another host takes over after the lease.
+    assert_eq!(a.claim(TARGET, "ra", &[3]).await.unwrap(), Some(3));
+    assert_eq!(b.claim(TARGET, "rb", &[5]).await.unwrap(), Some(5));
+    let seen_by_b = b.published(TARGET).await.unwrap().unwrap();
+    assert_eq!(seen_by_b.snapshot, "snap-1");
+    assert!(seen_by_b.age < Duration::from_secs(5), "{seen_by_b:?}");
+    assert_eq!(seen_by_b.claimed_elsewhere, vec![3]);
+    assert_eq!(
+        a.published(TARGET)
+            .await
+            .unwrap()
+            .unwrap()
+            .claimed_elsewhere,
+        vec![5]
+    );
+    assert_eq!(b.published("org:octo").await.unwrap(), None);
+    assert!(a.lead(TARGET).await.unwrap(), "the reader keeps its lease");
+
+    // The reader goes silent: another host takes over after the lease, keeping the snapshot.
     tokio::time::sleep(LEASE + Duration::from_millis(300)).await;
-    assert!(b.lead("pool").await.unwrap());
-    assert!(!a.lead("pool").await.unwrap());
-    assert!(b.publish_demand("pool", &[]).await.unwrap());
-    assert!(a.demand("pool").await.unwrap().jobs.is_empty());
+    b.heartbeat("l", 4, 4).await.unwrap();
+    assert!(b.lead(TARGET).await.unwrap());
+    assert!(!a.lead(TARGET).await.unwrap());
+    assert_eq!(
+        b.published(TARGET).await.unwrap().unwrap().snapshot,
+        "snap-1"
+    );
+    // The old reader's late publish changes nothing: not the snapshot, the queue, or the
+    // claims (its own lapsed one, and the one it says took a job).
+    assert!(!a
+        .publish(TARGET, "snap-late", &[], &["rb".to_owned()])
+        .await
+        .unwrap());
+    let seen = b.published(TARGET).await.unwrap().unwrap();
+    assert_eq!(seen.snapshot, "snap-1");
+    assert_eq!(
+        pg.psql("SELECT string_agg(job_id::text, ',' ORDER BY job_id) FROM rm_pool_queue"),
+        "3,5,9"
+    );
+    assert_eq!(claims(&b).await, vec![c(3, "ra", false), c(5, "rb", false)]);
+    assert!(b.publish(TARGET, "snap-2", &[5], &[]).await.unwrap());
+    let seen = a.published(TARGET).await.unwrap().unwrap();
+    assert_eq!(seen.snapshot, "snap-2");
+    assert_eq!(seen.claimed_elsewhere, vec![5]);
+    assert_eq!(
+        claims(&b).await,
+        vec![c(5, "rb", false)],
+        "the silent host's claim went"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,11 +375,11 @@ async fn the_schema_is_set_up_once_by_whoever_comes_first_and_a_newer_one_is_ref
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_goes_away_is_unreachable_until_it_answers_again() {
     let mut pg = Cluster::start();
-    let mut a = store(&pg, "a", Duration::from_secs(30)).await;
-    a.heartbeat("a", 2, 2).await.unwrap();
-    assert_eq!(a.claim("pool", &[1], 1).await.unwrap(), vec![1]);
+    let mut a = host(&pg, "a", LONG).await;
+    publish(&mut a, &[1], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra", &[1]).await.unwrap(), Some(1));
     pg.halt();
-    let err = a.heartbeat("a", 2, 2).await.unwrap_err();
+    let err = a.heartbeat("l", 2, 2).await.unwrap_err();
     assert!(err.is_unreachable(), "{err:?}");
     assert!(a.is_closed());
     let (url, pw) = PoolUrl::parse(&pg.url()).unwrap();
@@ -212,14 +390,13 @@ async fn a_database_that_goes_away_is_unreachable_until_it_answers_again() {
     assert!(err.is_unreachable(), "{err:?}");
     assert!(err.to_string().contains("resumes by itself"), "{err}");
     pg.resume();
-    let b = store(&pg, "a", Duration::from_secs(30)).await;
-    b.heartbeat("a", 2, 2).await.unwrap();
-    let claims = b.claims().await.unwrap();
+    let mut b = host(&pg, "a", LONG).await;
     assert_eq!(
-        claims.len(),
-        1,
-        "claims survive a database restart: {claims:?}"
+        claims(&b).await,
+        vec![c(1, "ra", false)],
+        "claims survive a database restart"
     );
+    assert_eq!(b.claim(TARGET, "ra", &[1]).await.unwrap(), Some(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,16 +459,20 @@ async fn wrong_addresses_and_passwords_are_named_with_their_fix() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_leaves_frees_its_jobs_at_once() {
+async fn a_host_that_leaves_frees_its_jobs_and_its_reading_at_once() {
     let pg = Cluster::start();
-    let mut a = store(&pg, "a", Duration::from_secs(30)).await;
-    let mut b = store(&pg, "b", Duration::from_secs(30)).await;
-    a.heartbeat("a", 1, 1).await.unwrap();
-    b.heartbeat("b", 1, 1).await.unwrap();
-    assert_eq!(a.claim("pool", &[4], 1).await.unwrap(), vec![4]);
-    assert!(a.lead("pool").await.unwrap());
+    let mut a = host(&pg, "a", LONG).await;
+    let mut b = host(&pg, "b", LONG).await;
+    publish(&mut a, &[4], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra", &[4]).await.unwrap(), Some(4));
+    assert!(!b.lead(TARGET).await.unwrap());
     a.leave().await.unwrap();
-    assert_eq!(b.claim("pool", &[4], 1).await.unwrap(), vec![4]);
-    assert!(b.lead("pool").await.unwrap());
+    assert_eq!(b.claim(TARGET, "rb", &[4]).await.unwrap(), Some(4));
+    assert!(b.lead(TARGET).await.unwrap());
+    assert_eq!(
+        b.published(TARGET).await.unwrap().unwrap().snapshot,
+        "[4]",
+        "the last snapshot stays until the new reader publishes"
+    );
     assert!(b.hosts().await.unwrap().iter().all(|h| h.host_id != "a"));
 }
