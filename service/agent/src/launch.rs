@@ -6,14 +6,15 @@ use crate::clock::Clock;
 use crate::events::{EventKind, LaunchFailure, LaunchTimings};
 use crate::ids::next_attempt_id;
 use crate::ports::{
-    ActiveCounts, DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, RunnerHostPort, SpawnFor,
+    ActiveCounts, DeleteOutcome, GhError, GitHubPort, Jit, JournalPort, PoolClaim, RunnerHostPort,
+    SpawnFor,
 };
 use crate::target_loop::{JobsSeen, TargetLoop};
 use crate::why::{demand_unread, note_runners};
 use rm_core::{
     allocate, job_matches_runner, match_demand_for_runner, Allocation, AllocationInput, Attempt,
-    AttemptId, Evidence, FailureReason, Outcome, PassStop, PassView, Policy, PolicyDemand,
-    PolicyId, PolicyState, RunsOn, Timestamp, WorkspaceMode,
+    AttemptId, CapacityHold, Evidence, FailureReason, Outcome, PassStop, PassView, Policy,
+    PolicyDemand, PolicyId, PolicyState, RunsOn, Timestamp, WorkspaceMode,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -23,6 +24,31 @@ use std::time::Duration;
 fn note_grants(view: &mut PassView, allocation: &Allocation) {
     for p in &mut view.policies {
         p.grant = allocation.for_policy(p.policy_id).copied();
+    }
+}
+
+/// Every job this runner could take already has a runner of the pool coming for it.
+fn pool_elsewhere() -> CapacityHold {
+    CapacityHold {
+        code: "pool_elsewhere".into(),
+        message: "Other hosts of the pool are starting runners for the jobs this target's \
+                  runners could take."
+            .into(),
+        fix: "Nothing to do: the job runs on whichever host of the pool has room.".into(),
+    }
+}
+
+/// The pool's database did not answer: no host starts a runner for pooled jobs.
+fn pool_unreachable(detail: &str) -> CapacityHold {
+    CapacityHold {
+        code: "pool_unreachable".into(),
+        message: format!(
+            "The pool database is unreachable ({detail}): new runners for pooled jobs wait \
+             on every host, so no job gets two (running jobs go on)."
+        ),
+        fix: "Check that PostgreSQL runs and this host reaches it (`runner-manager pool \
+              status`); launching resumes by itself once it answers."
+            .into(),
     }
 }
 
@@ -73,7 +99,20 @@ where
             view.stop = Some(PassStop::NothingPolled);
             return (false, 0);
         }
-        let snapshot = match self.ports.github.queued_jobs(&self.target).await {
+        // A target with pooled policies reads its demand through the pool (one host of the
+        // pool asks GitHub); its jobs held by other hosts' runners are not demand here.
+        let pool_label = self.ports.github.pool_label();
+        let pooled = |p: &Policy| {
+            pool_label
+                .as_deref()
+                .is_some_and(|label| p.labels().contains(label))
+        };
+        let read = if polled.iter().any(|p| pooled(p)) {
+            self.ports.github.pooled_jobs(&self.target).await
+        } else {
+            self.ports.github.queued_jobs(&self.target).await
+        };
+        let snapshot = match read {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(gh_target = %self.target, error = %e, "demand could not be read; starting nothing this pass");
@@ -240,10 +279,36 @@ where
                 j.from_fork
                     && matches!(&j.labels, RunsOn::Labels(l) if job_matches_runner(policy.labels(), self.config.os, self.config.arch, l))
             });
+            // A pooled runner starts only with a claim on one of the jobs it could take.
+            let candidates = pooled(policy).then(|| {
+                let mut ids: Vec<u64> = snapshot
+                    .jobs
+                    .iter()
+                    .filter(|j| {
+                        matches!(&j.labels, RunsOn::Labels(l) if job_matches_runner(policy.labels(), self.config.os, self.config.arch, l))
+                    })
+                    .map(|j| j.job_id)
+                    .collect();
+                ids.sort_unstable();
+                ids
+            });
             for _ in 0..grant.to_start.min(allowed) {
-                match self.reserve(policy, demand, &has_job, fork_jobs).await {
-                    Some(r) => reservations.push(r),
-                    None => {
+                match self
+                    .reserve(policy, demand, &has_job, fork_jobs, candidates.as_deref())
+                    .await
+                {
+                    Ok(r) => reservations.push(r),
+                    Err(Some(pool_hold)) => {
+                        if let Some(p) = view
+                            .policies
+                            .iter_mut()
+                            .find(|p| p.policy_id == policy.id())
+                        {
+                            p.hold = Some(pool_hold);
+                        }
+                        break;
+                    }
+                    Err(None) => {
                         // The room went while the lock was awaited: say what held it.
                         let hold = self.ports.journal.capacity_hold_for(policy.id());
                         if let Some(p) = view
@@ -303,14 +368,16 @@ where
     }
 
     /// Step 1: under the host-wide lock, re-read the headroom and, if the policy still gets a
-    /// runner, journal the attempt `allocated` before any effect.
+    /// runner (and, for a pooled policy, the pool gives it a claim on one of `pool_jobs`),
+    /// journal the attempt `allocated` before any effect. `Err(Some(hold))`: the pool held it.
     async fn reserve(
         &self,
         policy: &Policy,
         demand: u32,
         has_job: &BTreeSet<String>,
         fork_jobs: bool,
-    ) -> Option<Reservation> {
+        pool_jobs: Option<&[u64]>,
+    ) -> Result<Reservation, Option<CapacityHold>> {
         let started = self.now();
         let _guard = self.shared.allocation_lock.lock().await;
         let lock_wait = self.now().duration_since(started);
@@ -322,7 +389,7 @@ where
             (Ok(c), Ok(cap)) => (c, cap),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(gh_target = %self.target, error = %e, "headroom unreadable; not starting");
-                return None;
+                return Err(None);
             }
         };
         let grant = allocate(&AllocationInput {
@@ -337,23 +404,48 @@ where
             )],
         });
         if grant.total() == 0 {
-            return None;
+            return Err(None);
         }
         let now = self.now();
-        let id = next_attempt_id(now)?;
+        let id = next_attempt_id(now).ok_or(None)?;
+        let runner_name = id.runner_name();
+        if let Some(jobs) = pool_jobs {
+            match self
+                .ports
+                .github
+                .pool_claim(&self.target, &runner_name, jobs)
+                .await
+            {
+                PoolClaim::NotPooled => {}
+                PoolClaim::Claimed { job_id } => {
+                    tracing::debug!(gh_target = %self.target, runner = %runner_name, job_id, "pool claim");
+                }
+                PoolClaim::NoneLeft => return Err(Some(pool_elsewhere())),
+                PoolClaim::Unavailable { detail } => {
+                    return Err(Some(pool_unreachable(&detail)));
+                }
+            }
+        }
         let attempt = Attempt::allocate(id, policy.id(), now);
         // From here on this loop's policies may own an attempt: the next pass reads them.
         self.note_quiet(&[], false);
         if let Err(e) = journal.insert_attempt(&attempt).await {
             tracing::warn!(gh_target = %self.target, error = %e, "attempt not reserved");
-            return None;
+            if pool_jobs.is_some() {
+                // No runner will use the claim: its job needs another.
+                self.ports
+                    .github
+                    .pool_finish(&self.target, &runner_name, false)
+                    .await;
+            }
+            return Err(None);
         }
         crate::failpoint!("after_reserve");
         self.emit(EventKind::Reserved {
             attempt: attempt.id().clone(),
             policy: policy.id(),
         });
-        Some(Reservation {
+        Ok(Reservation {
             attempt,
             policy: policy.clone(),
             started,

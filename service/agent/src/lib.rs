@@ -26,7 +26,7 @@ pub use events::{AgentEvent, EventKind, LaunchCause, LaunchFailure, LaunchTiming
 pub use launch_backoff::HostFitness;
 pub use ports::{
     ActiveCounts, DeleteOutcome, DemandSnapshot, GhError, GitHubPort, HostError, Jit, JournalError,
-    JournalPort, RunnerHostPort, RunnerStatus, RunnerView, ScrubError, SpawnFor,
+    JournalPort, PoolClaim, RunnerHostPort, RunnerStatus, RunnerView, ScrubError, SpawnFor,
 };
 pub use secret::JitSecret;
 pub use target_loop::{DrainReport, PassReport, Ports, TargetLoop};

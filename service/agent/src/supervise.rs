@@ -25,7 +25,7 @@ use crate::ports::{
 };
 use crate::target_loop::{locked, CleanupBackoff, TargetLoop};
 use rm_core::{
-    decide, Attempt, AttemptId, AttemptState, Decision, Evidence, GitHubView, Observation,
+    decide, Attempt, AttemptId, AttemptState, Decision, Evidence, GitHubView, Observation, Outcome,
     ProcessIdentity,
 };
 use std::collections::HashMap;
@@ -481,6 +481,14 @@ where
             }
         }
         let keep_workspace = rm_core::workspace::keeps_workspace(attempt.outcome());
+        if self.ports.github.pool_label().is_some() {
+            // Its pool claim, if it held one, ends with it (the adapter retries on failure).
+            let ran_job = attempt.outcome().is_none_or(Outcome::may_have_run_job);
+            self.ports
+                .github
+                .pool_finish(&self.target, attempt.runner_name(), ran_job)
+                .await;
+        }
         match host.scrub(&runtime, keep_workspace).await {
             Ok(()) => {
                 crate::failpoint!("after_clean");

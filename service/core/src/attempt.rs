@@ -236,6 +236,24 @@ pub enum OutcomeError {
 }
 
 impl Outcome {
+    /// Whether the runner may have taken a job before it ended: false only for a surplus
+    /// runner that never did and for launches that failed before any runner process ran (a
+    /// runner that failed or vanished while running may have had one).
+    pub fn may_have_run_job(self) -> bool {
+        use FailureReason as F;
+        !matches!(
+            self,
+            Outcome::ExitedIdleWithoutWork
+                | Outcome::Failed(
+                    F::JitRequestFailed
+                        | F::JitExpired
+                        | F::PackageUnverified
+                        | F::ProcessStartFailed
+                        | F::LaunchInterrupted
+                )
+        )
+    }
+
     pub fn kind(self) -> OutcomeKind {
         match self {
             Outcome::CompletedJob => OutcomeKind::CompletedJob,
@@ -1028,5 +1046,24 @@ mod tests {
             "unknown attempt state 'busyy': expected one of allocated, jit_received, starting, idle, busy, finished, failed, orphaned, cleaned"
         );
         assert_eq!(TerminateReason::IdleSurplus.as_str(), "idle_surplus");
+    }
+
+    #[test]
+    fn only_runners_that_never_ran_may_not_have_taken_a_job() {
+        use FailureReason as F;
+        assert!(Outcome::CompletedJob.may_have_run_job());
+        assert!(Outcome::Orphaned.may_have_run_job());
+        assert!(Outcome::Failed(F::ProcessExitedUnexpectedly).may_have_run_job());
+        assert!(Outcome::Failed(F::TerminatedAfterRegistrationTimeout).may_have_run_job());
+        assert!(!Outcome::ExitedIdleWithoutWork.may_have_run_job());
+        for early in [
+            F::JitRequestFailed,
+            F::JitExpired,
+            F::PackageUnverified,
+            F::ProcessStartFailed,
+            F::LaunchInterrupted,
+        ] {
+            assert!(!Outcome::Failed(early).may_have_run_job(), "{early:?}");
+        }
     }
 }

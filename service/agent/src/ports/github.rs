@@ -54,6 +54,20 @@ pub enum DeleteOutcome {
     StillRunningJob,
 }
 
+/// What the pool answered a claim for a runner about to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolClaim {
+    /// The target is not placed through a pool: start as usual.
+    NotPooled,
+    /// The runner holds this queued job's claim: start it.
+    Claimed { job_id: u64 },
+    /// Every job the runner could take is held by a runner of this pool already: start none.
+    NoneLeft,
+    /// The pool's database cannot be asked: start none (guessing alone would start a surplus
+    /// runner on every host), with the reason in the pool's words.
+    Unavailable { detail: String },
+}
+
 /// A GitHub failure, classified so the agent knows whether to retry, wait or give up.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum GhError {
@@ -129,6 +143,46 @@ pub trait GitHubPort: Send + Sync + 'static {
         runner_id: u64,
     ) -> impl Future<Output = Result<DeleteOutcome, GhError>> + Send;
 
+    /// The label of the pool of hosts this host serves, if it joined one. A policy carrying
+    /// it is placed through the pool: its demand comes from [`GitHubPort::pooled_jobs`] and
+    /// each of its runners starts only with a claim ([`GitHubPort::pool_claim`]).
+    fn pool_label(&self) -> Option<String> {
+        None
+    }
+
+    /// The queued jobs of a target with pooled policies, less the jobs other hosts of the
+    /// pool hold (one host reads GitHub for the pool; the others read what it published).
+    fn pooled_jobs(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<DemandSnapshot, GhError>> + Send {
+        self.queued_jobs(target)
+    }
+
+    /// Claims one of `candidates` (queued jobs the runner could take, oldest first) for the
+    /// runner `runner_name` about to start, so no other host of the pool starts one for it.
+    fn pool_claim(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        candidates: &[u64],
+    ) -> impl Future<Output = PoolClaim> + Send {
+        let _ = (target, runner_name, candidates);
+        std::future::ready(PoolClaim::NotPooled)
+    }
+
+    /// The runner ended (`ran_job`: it may have taken a job, so its claim counts until the
+    /// pool reads GitHub again). Never fails: the adapter retries on its own.
+    fn pool_finish(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        ran_job: bool,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (target, runner_name, ran_job);
+        std::future::ready(())
+    }
+
     /// Whether GitHub's job listings, as the demand polls last read them (no request), show
     /// `runner_name` running a job now. GitHub's word that the runner is busy: supervision then
     /// needs no inventory listing to know it (LIFECYCLE.md: learn busy from any source).
@@ -176,6 +230,31 @@ impl<G: GitHubPort> GitHubPort for Arc<G> {
     }
     fn runs_job(&self, runner_name: &str) -> bool {
         (**self).runs_job(runner_name)
+    }
+    fn pool_label(&self) -> Option<String> {
+        (**self).pool_label()
+    }
+    fn pooled_jobs(
+        &self,
+        target: &Target,
+    ) -> impl Future<Output = Result<DemandSnapshot, GhError>> + Send {
+        (**self).pooled_jobs(target)
+    }
+    fn pool_claim(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        candidates: &[u64],
+    ) -> impl Future<Output = PoolClaim> + Send {
+        (**self).pool_claim(target, runner_name, candidates)
+    }
+    fn pool_finish(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        ran_job: bool,
+    ) -> impl Future<Output = ()> + Send {
+        (**self).pool_finish(target, runner_name, ran_job)
     }
 }
 

@@ -9,7 +9,7 @@ mod host;
 mod journal;
 
 pub use github::{
-    DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, RunnerStatus, RunnerView,
+    DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, PoolClaim, RunnerStatus, RunnerView,
 };
 pub use host::{HostError, RunnerHostPort, ScrubError, SpawnFor};
 pub use journal::{ActiveCounts, JournalError, JournalPort};

@@ -7,6 +7,7 @@ mod backoff;
 mod inventory;
 mod launch;
 mod looping;
+mod pool;
 mod recovery;
 mod supervision;
 mod support;

@@ -265,6 +265,22 @@ pub struct GState {
     pub running: std::collections::BTreeSet<String>,
     /// Runner names the job listings show with a job (GitHub's word, ahead of the inventory).
     pub runners_with_jobs: std::collections::BTreeSet<String>,
+    /// This host joined a pool whose label is [`LABEL`] (so policy 1 is pooled).
+    pub pool: Option<FakePool>,
+}
+
+/// The pool's side of placement, in memory: which queued jobs other hosts hold.
+#[derive(Debug, Default)]
+pub struct FakePool {
+    /// Jobs a runner of another host holds: not demand here, never claimable.
+    pub held_elsewhere: std::collections::BTreeSet<u64>,
+    /// This host's claims: runner name → job.
+    pub claims: BTreeMap<String, u64>,
+    /// `pool_finish` calls: (runner, ran_job).
+    pub finished: Vec<(String, bool)>,
+    /// The database does not answer.
+    pub unavailable: bool,
+    pub pooled_reads: u32,
 }
 
 pub struct FakeGitHub {
@@ -434,6 +450,75 @@ impl GitHubPort for FakeGitHub {
 
     fn runs_job(&self, runner_name: &str) -> bool {
         self.state.lock().unwrap().running.contains(runner_name)
+    }
+
+    fn pool_label(&self) -> Option<String> {
+        self.state
+            .lock()
+            .unwrap()
+            .pool
+            .as_ref()
+            .map(|_| LABEL.to_owned())
+    }
+
+    async fn pooled_jobs(&self, _target: &Target) -> Result<DemandSnapshot, GhError> {
+        let mut st = self.state.lock().unwrap();
+        let held = match st.pool.as_mut() {
+            Some(pool) => {
+                pool.pooled_reads += 1;
+                pool.held_elsewhere.clone()
+            }
+            None => panic!("pooled_jobs asked of a host in no pool"),
+        };
+        Ok(DemandSnapshot {
+            jobs: st
+                .jobs
+                .iter()
+                .filter(|j| !held.contains(&j.job_id))
+                .cloned()
+                .collect(),
+            is_floor: st.is_floor,
+            runners_with_jobs: st.runners_with_jobs.clone(),
+        })
+    }
+
+    async fn pool_claim(
+        &self,
+        _target: &Target,
+        runner_name: &str,
+        candidates: &[u64],
+    ) -> rm_agent::PoolClaim {
+        push(&self.log, "pool.claim");
+        let mut st = self.state.lock().unwrap();
+        let Some(pool) = st.pool.as_mut() else {
+            return rm_agent::PoolClaim::NotPooled;
+        };
+        if pool.unavailable {
+            return rm_agent::PoolClaim::Unavailable {
+                detail: "connection refused".into(),
+            };
+        }
+        let free = candidates
+            .iter()
+            .copied()
+            .find(|j| !pool.held_elsewhere.contains(j) && !pool.claims.values().any(|c| c == j));
+        match free {
+            Some(job_id) => {
+                pool.claims.insert(runner_name.to_owned(), job_id);
+                rm_agent::PoolClaim::Claimed { job_id }
+            }
+            None => rm_agent::PoolClaim::NoneLeft,
+        }
+    }
+
+    async fn pool_finish(&self, _target: &Target, runner_name: &str, ran_job: bool) {
+        let mut st = self.state.lock().unwrap();
+        if let Some(pool) = st.pool.as_mut() {
+            pool.finished.push((runner_name.to_owned(), ran_job));
+            if !ran_job {
+                pool.claims.remove(runner_name);
+            }
+        }
     }
 
     async fn delete_runner(

@@ -221,6 +221,27 @@ fn host_capacity_names_the_hold_or_the_runners() {
 }
 
 #[test]
+fn a_hold_explains_the_granted_jobs_and_the_limit_the_rest() {
+    // Max 2, three jobs: two runners granted and held back, the third past the maximum.
+    let mut p = policy(1, &[L]);
+    p.grant = grant(1, 2, Limit::MaxCapacity);
+    p.hold = Some(CapacityHold {
+        code: "pool_elsewhere".into(),
+        message: "held".into(),
+        fix: "wait".into(),
+    });
+    let v = view(vec![job(1, &[L]), job(2, &[L]), job(3, &[L])], vec![p]);
+    assert_eq!(
+        codes(&v),
+        vec![
+            (1, "pool_elsewhere".into()),
+            (2, "pool_elsewhere".into()),
+            (3, "target_full".into())
+        ]
+    );
+}
+
+#[test]
 fn each_policy_is_explained_by_its_own_hold() {
     // Two targets' policies, both limited by the host: only the larger runner waits for
     // memory; the other is held by the runners that fill the host.
