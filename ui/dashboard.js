@@ -73,7 +73,20 @@ function renderHost(m) {
     el("div", { class: "row" }, el("span", { class: `badge ${s.paused ? "s-warn" : "s-ok"}` }, s.paused ? "Paused: no new runner starts" : "Launching runners for queued jobs"), pause),
     // replaceChildren would write a null as text: only what is there.
     ...[s.admission, s.workstation, s.caches_problem].filter(Boolean).map((h) => el("p", { class: "s-warn", role: "status" }, h.message, " ", el("span", { class: "muted" }, h.fix))),
+    ...(s.pool ? [poolSection(s.pool)] : []),
   );
+}
+
+// The pool of hosts this host serves in: its state, each host's room and who starts what.
+function poolSection(p) {
+  const down = p.state === "unreachable";
+  const hosts = (p.hosts || []).map((h) => `${h.host_id}${h.host_id === p.host_id ? " (this host)" : ""}: ${h.free} of ${h.capacity} free${h.claims ? `, starting ${h.claims}` : ""}${h.alive ? "" : ", silent"}`);
+  return el("div", { id: "pool" },
+    el("div", { class: "row" }, el("span", {}, "Pool:"), el("code", {}, p.label),
+      el("span", { class: `badge ${down ? "s-warn" : "s-ok"}` }, down ? "pool database unreachable" : p.state),
+      el("span", { class: "muted" }, `${p.address} · this host is ${p.host_id}`)),
+    down && p.message ? el("p", { class: "s-warn", role: "status" }, "Runners for the pool wait on every host until its database answers (running jobs go on). ", el("span", { class: "muted" }, p.message)) : null,
+    hosts.length ? el("p", { class: "muted" }, hosts.join(" · ")) : null);
 }
 
 function renderConcerns(m) {

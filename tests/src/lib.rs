@@ -7,6 +7,7 @@
 
 pub mod bus;
 pub mod jobs;
+pub mod postgres;
 pub mod tray;
 pub mod webdriver;
 
@@ -69,12 +70,20 @@ pub async fn fake_github() -> FakeGitHub {
 
 /// [`fake_github`] with another configuration (e.g. short-lived device codes).
 pub async fn fake_github_with(config: FakeConfig) -> FakeGitHub {
+    fake_github_repos(config, &["octo/hello"]).await
+}
+
+/// [`fake_github_with`] where user `octo` owns (and the installation covers) every repository
+/// of `repos` (each `octo/<name>`).
+pub async fn fake_github_repos(config: FakeConfig, repos: &[&str]) -> FakeGitHub {
     let gh = FakeGitHub::start(config).await.expect("fake GitHub starts");
     gh.create_user("octo").unwrap();
-    gh.create_repo("octo/hello").unwrap();
+    for repo in repos {
+        gh.create_repo(repo).unwrap();
+    }
     gh.create_installation(
         "octo",
-        InstallationRepos::Selected(vec!["octo/hello".into()]),
+        InstallationRepos::Selected(repos.iter().map(|r| (*r).to_owned()).collect()),
     )
     .unwrap();
     gh.set_runner_package(&RunnerPackage::shared_for_tests().expect("fake runner package"));
@@ -300,6 +309,34 @@ impl Daemon {
     /// Runs the CLI and requires success; returns stdout.
     pub async fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args).await;
+        assert!(
+            o.status.success(),
+            "{args:?} failed ({:?}): {}{}\ndaemon log:\n{}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            self.log()
+        );
+        String::from_utf8(o.stdout).expect("utf-8")
+    }
+
+    /// Runs the CLI with `input` on its stdin (e.g. a password for `--password-stdin`) and
+    /// requires success; returns stdout.
+    pub async fn ok_stdin(&self, args: &[&str], input: &str) -> String {
+        use tokio::io::AsyncWriteExt as _;
+        let mut child = self
+            .cli()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("CLI runs");
+        let mut stdin = child.stdin.take().expect("stdin piped");
+        // A CLI that exits without reading is reported below by its status and output.
+        let _ = stdin.write_all(input.as_bytes()).await;
+        drop(stdin);
+        let o = child.wait_with_output().await.expect("CLI runs");
         assert!(
             o.status.success(),
             "{args:?} failed ({:?}): {}{}\ndaemon log:\n{}",

@@ -1,11 +1,14 @@
 //! [`GitHubPort`] over `rm_github::GitHubClient`, with GitHub's failures classified the way the
 //! agent branches on them.
 
+use crate::pool::Pool;
 use rm_agent::{
-    DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, JitSecret, RunnerStatus, RunnerView,
+    DeleteOutcome, DemandSnapshot, GhError, GitHubPort, Jit, JitSecret, PoolClaim, RunnerStatus,
+    RunnerView,
 };
 use rm_core::{LabelSet, Target, Timestamp, RUNNER_NAME_PREFIX};
 use rm_github::{ExposeSecret, GitHubClient, GitHubError, Gone, JitRequest, Runner};
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// The default runner group ("Default").
 pub const DEFAULT_RUNNER_GROUP: u64 = 1;
@@ -15,7 +18,13 @@ pub const DEFAULT_RUNNER_GROUP: u64 = 1;
 pub struct GitHubAdapter {
     client: GitHubClient,
     runner_group_id: u64,
+    /// The pool this host joined, if any (set and cleared at run time by `pool join/leave`).
+    pool: PoolSlot,
 }
+
+/// Where the GitHub adapter finds the pool this host joined: shared with the daemon, which
+/// sets it when the host joins and clears it when it leaves.
+pub type PoolSlot = Arc<RwLock<Option<Arc<Pool>>>>;
 
 impl std::fmt::Debug for GitHubAdapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -30,7 +39,21 @@ impl GitHubAdapter {
         GitHubAdapter {
             client,
             runner_group_id: DEFAULT_RUNNER_GROUP,
+            pool: PoolSlot::default(),
         }
+    }
+
+    /// Places pooled targets through the pool in `slot` (when one is set).
+    pub fn with_pool(mut self, slot: PoolSlot) -> Self {
+        self.pool = slot;
+        self
+    }
+
+    fn pool(&self) -> Option<Arc<Pool>> {
+        self.pool
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn with_runner_group(mut self, id: u64) -> Self {
@@ -105,6 +128,35 @@ fn view(r: &Runner) -> RunnerView {
 }
 
 impl GitHubPort for GitHubAdapter {
+    fn pool_label(&self) -> Option<String> {
+        self.pool().map(|p| p.label().to_owned())
+    }
+
+    async fn pooled_jobs(&self, target: &Target) -> Result<DemandSnapshot, GhError> {
+        match self.pool() {
+            Some(pool) => pool.pooled_jobs(target, || self.queued_jobs(target)).await,
+            None => self.queued_jobs(target).await,
+        }
+    }
+
+    async fn pool_claim(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        candidates: &[u64],
+    ) -> PoolClaim {
+        match self.pool() {
+            Some(pool) => pool.claim(target, runner_name, candidates).await,
+            None => PoolClaim::NotPooled,
+        }
+    }
+
+    async fn pool_finish(&self, _target: &Target, runner_name: &str, ran_job: bool) {
+        if let Some(pool) = self.pool() {
+            pool.finish(runner_name, ran_job).await;
+        }
+    }
+
     async fn queued_jobs(&self, target: &Target) -> Result<DemandSnapshot, GhError> {
         let demand = self.client.demand(target).await.map_err(map_github_error)?;
         Ok(DemandSnapshot {

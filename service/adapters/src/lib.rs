@@ -16,8 +16,9 @@ mod journal;
 mod lifecycle;
 mod package_source;
 mod poll;
+pub mod pool;
 
-pub use github::{map_github_error, GitHubAdapter, DEFAULT_RUNNER_GROUP};
+pub use github::{map_github_error, GitHubAdapter, PoolSlot, DEFAULT_RUNNER_GROUP};
 pub use host::HostAdapter;
 pub use journal::JournalAdapter;
 pub use lifecycle::{

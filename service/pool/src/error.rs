@@ -20,7 +20,8 @@ pub enum PoolError {
     Unreachable { address: String, detail: String },
     #[error(
         "PostgreSQL at {address} refused the password of '{user}': join again with the right \
-         one (`runner-manager pool join postgres://{user}:PASSWORD@{address}/DATABASE`)"
+         one (`runner-manager pool leave`, then `runner-manager pool join \
+         postgres://{user}@{address} --label LABEL --password-stdin`)"
     )]
     WrongPassword { address: String, user: String },
     #[error(

@@ -43,7 +43,7 @@ pub use paths::{Route, TargetRef, TargetRefError};
 pub use pipe::pipe_name;
 pub use requests::{
     CredentialPut, EnvVar, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange, PauseState,
-    TargetAdd, TargetList, TargetUpdate,
+    PoolJoin, TargetAdd, TargetList, TargetUpdate,
 };
 pub use secret::SecretString;
 pub use sid::{Sid, SidError};
@@ -51,9 +51,9 @@ pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
     AdmissionHold, Arch, AuthState, Budget, CachesProblem, CheckState, Demand, DoctorReport,
     Failure, FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission,
-    HostCheck, HostStatus, JobRef, LoadAverage, Os, ProblemCode, RunnerState, RunnerStatus,
-    RunnerUsage, Status, TargetAdmission, TargetKind, TargetProblem, TargetSpend, TargetState,
-    TargetStatus, Workspace, WorkstationHold,
+    HostCheck, HostStatus, JobRef, LoadAverage, Os, PoolClaimStatus, PoolHostStatus, PoolStatus,
+    ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status, TargetAdmission, TargetKind,
+    TargetProblem, TargetSpend, TargetState, TargetStatus, Workspace, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

@@ -40,6 +40,8 @@ pub const RESUME: &str = "/v1/resume";
 pub const SIGN_IN: &str = "/v1/sign-in";
 /// The service's updater (see [`crate::update`]).
 pub const UPDATE: &str = "/v1/update";
+/// The pool of hosts this host serves in (`GET`, `PUT` to join, `DELETE` to leave).
+pub const POOL: &str = "/v1/pool";
 
 /// One target as named in a path; a profile other than the default one is named by the
 /// query `?profile=NAME` (`PATCH` and `DELETE` of a target).
@@ -199,6 +201,9 @@ pub enum Route {
     CancelSignIn,
     UpdateStatus,
     Update,
+    Pool,
+    JoinPool,
+    LeavePool,
 }
 
 impl Route {
@@ -224,6 +229,7 @@ impl Route {
             PAUSE | RESUME => &["POST"],
             SIGN_IN => &["GET", "POST", "DELETE"],
             UPDATE => &["GET", "POST"],
+            POOL => &["GET", "PUT", "DELETE"],
             _ => match path.strip_prefix(TARGET_PREFIX) {
                 Some(tail) => {
                     let target = TargetRef::from_path_tail(tail)
@@ -261,6 +267,9 @@ impl Route {
             (SIGN_IN, "DELETE") => Route::CancelSignIn,
             (UPDATE, "GET") => Route::UpdateStatus,
             (UPDATE, "POST") => Route::Update,
+            (POOL, "GET") => Route::Pool,
+            (POOL, "PUT") => Route::JoinPool,
+            (POOL, "DELETE") => Route::LeavePool,
             _ => return Err(method_not_allowed(method, path, allowed)),
         };
         Ok(route)
@@ -277,6 +286,7 @@ impl Route {
                 | Route::UpdateStatus
                 | Route::Why
                 | Route::Caches
+                | Route::Pool
                 // Values are answered to operators only (the handler withholds them).
                 | Route::HostEnv
         )
@@ -298,6 +308,7 @@ impl Route {
                 | Route::Resume
                 | Route::StartSignIn
                 | Route::Update
+                | Route::JoinPool
         )
     }
 }

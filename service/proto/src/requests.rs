@@ -335,3 +335,31 @@ mod tests {
         assert!(ok.check().is_ok());
     }
 }
+
+/// `PUT /v1/pool`: join a pool of hosts (operators only). The password travels here, never in
+/// the URL (which would land in shell histories and process lists); the service keeps it in
+/// its credential store. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolJoin {
+    /// `postgres://USER@HOST[:PORT]/DATABASE`, without a password.
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<SecretString>,
+    /// The label jobs ask for to run on any host of the pool.
+    pub label: String,
+    /// This host's name in the pool (default: the machine's name); unique among its hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+impl fmt::Debug for PoolJoin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolJoin")
+            .field("url", &self.url)
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
+            .field("label", &self.label)
+            .field("host", &self.host)
+            .finish()
+    }
+}

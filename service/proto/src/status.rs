@@ -45,6 +45,56 @@ pub struct Status {
     /// slower); absent while setting them up works.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caches_problem: Option<CachesProblem>,
+    /// The pool of hosts this host joined; absent when it serves alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolStatus>,
+}
+
+/// This host's place in a pool of hosts serving one label (`GET /v1/pool`, `status.pool`).
+/// Never carries the database's password.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    /// The label jobs ask for to run on any host of the pool.
+    pub label: String,
+    /// `host:port/database` of the pool's PostgreSQL.
+    pub address: String,
+    /// This host's name in the pool.
+    pub host_id: String,
+    /// `connected`, `connecting` or `unreachable`.
+    pub state: String,
+    /// While unreachable: what failed, with the fix. New pooled runners wait on every host
+    /// meanwhile; running jobs go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Since when the database has not answered (while unreachable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<UnixMillis>,
+    /// The pool's hosts as of the last heartbeat.
+    #[serde(default)]
+    pub hosts: Vec<PoolHostStatus>,
+    /// Runners starting for queued jobs, and who starts them.
+    #[serde(default)]
+    pub claims: Vec<PoolClaimStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolHostStatus {
+    pub host_id: String,
+    pub capacity: u32,
+    /// Slots free at its last heartbeat.
+    pub free: u32,
+    /// It heartbeated within its lease (a silent host's claims are placed elsewhere).
+    pub alive: bool,
+    /// Runners it is starting for queued jobs.
+    pub claims: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolClaimStatus {
+    pub job_id: u64,
+    pub target: String,
+    pub host_id: String,
+    pub runner: String,
 }
 
 /// Setting up runners' caches or persistent workspaces failed for the last few runners.

@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// is settled, in ms.
     #[arg(long, hide = true, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..))]
     pub tick_ms: u64,
+    /// How long a pool host's heartbeat keeps its claims, in seconds (tests shorten it).
+    #[arg(long, hide = true, default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
+    pub pool_lease_secs: u64,
     /// Renew the access token this many seconds before it expires (tests).
     #[arg(long, hide = true)]
     pub renew_margin_secs: Option<u64>,
@@ -242,6 +245,7 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         upgrade_poll: Duration::from_millis(args.upgrade_poll_ms),
         poll: args.poll_ms.map(Duration::from_millis),
         tick: Duration::from_millis(args.tick_ms),
+        pool_lease: secs(args.pool_lease_secs),
         renew_margin: args.renew_margin_secs.map(secs),
         registration_timeout: args.registration_timeout_secs.map(secs),
         idle_timeout: args.idle_timeout_secs.map(secs),

@@ -11,6 +11,7 @@ pub mod backend_api;
 mod cache;
 mod daemon;
 mod output;
+mod pool;
 mod update;
 mod watch;
 mod why;
@@ -91,6 +92,11 @@ pub enum Command {
     /// each repository's dependency caches (npm, pip, cargo, Go…).
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// A pool of hosts serving one label, coordinated through a PostgreSQL database you run:
+    /// a job asking for the pool's label runs on whichever host has room, with no surplus
+    /// runner.
+    #[command(subcommand)]
+    Pool(PoolCommand),
     /// Run the service in the foreground.
     #[command(subcommand)]
     Daemon(DaemonCommand),
@@ -436,6 +442,33 @@ pub enum CacheCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Join a pool. Then give a target the pool's label (`repo add|set … --label LABEL`):
+    /// its jobs that ask for the label run on any host of the pool.
+    Join {
+        /// `postgres://USER@HOST[:PORT]/DATABASE`, without the password.
+        url: String,
+        /// The label jobs ask for (`runs-on: [LABEL]`) to run on any host of the pool.
+        #[arg(long)]
+        label: String,
+        /// This host's name in the pool [default: the machine's name].
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        /// Read the database password from standard input (one line). Kept in the
+        /// service's credential store, never in config, logs or status.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Leave the pool: this host's claims are placed on the others at once.
+    Leave,
+    /// The pool's hosts, their free room and the runners starting for queued jobs.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum EnvCommand {
     /// Set variables. A `PATH` value replaces the runners' PATH: include the system
     /// directories (e.g. `PATH=/opt/tool/bin:/usr/local/bin:/usr/bin:/bin`).
@@ -647,6 +680,10 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         Command::Cache(CacheCommand::Clear { target, tool }) => {
             cache::clear(&socket, target.as_deref(), tool.as_deref())
         }
+        Command::Pool(_) if offline => Err(Failure::usage(
+            "`pool` asks the running service (it holds the pool's connection): drop `--offline`",
+        )),
+        Command::Pool(cmd) => pool::run(&socket, cmd),
         Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
         Command::Update { .. } if offline => Err(Failure::usage(
             "`update` asks the running service (it is the one that updates): drop `--offline`",

@@ -572,6 +572,22 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         println!("  {}", p.message);
         println!("    fix: {}", p.fix);
     }
+    if let Some(p) = &s.pool {
+        let alive = p.hosts.iter().filter(|h| h.alive).count();
+        match p.message.as_deref().filter(|_| p.state == "unreachable") {
+            Some(m) => {
+                println!(
+                    "  pool '{}' as {}: pool database unreachable: pooled runners wait",
+                    p.label, p.host_id
+                );
+                println!("    {m}");
+            }
+            None => println!(
+                "  pool '{}' at {} as {}: {}, {alive} host(s) alive (`runner-manager pool status`)",
+                p.label, p.address, p.host_id, p.state
+            ),
+        }
+    }
     for r in &s.runners {
         let job = r.job.as_ref().map(job_text).unwrap_or_default();
         println!(

@@ -773,6 +773,24 @@ impl Handler for Api {
         Ok(report)
     }
 
+    async fn pool(&self, _peer: Peer) -> Result<rm_proto::PoolStatus, ApiError> {
+        self.daemon.pool.status().ok_or_else(|| {
+            ApiError::not_found("this host is in no pool (`runner-manager pool join` joins one)")
+        })
+    }
+
+    async fn join_pool(
+        &self,
+        _peer: Peer,
+        join: rm_proto::PoolJoin,
+    ) -> Result<rm_proto::PoolStatus, ApiError> {
+        self.daemon.pool.join(&self.daemon, join).await
+    }
+
+    async fn leave_pool(&self, _peer: Peer) -> Result<(), ApiError> {
+        self.daemon.pool.leave(&self.daemon).await
+    }
+
     async fn why(&self, _peer: Peer) -> Result<rm_proto::WhyReport, ApiError> {
         let Some(fleet) = self.daemon.fleet.get() else {
             return Err(ApiError::service_unavailable(

@@ -36,6 +36,8 @@ pub struct FleetParts {
     /// Notified by the API after a change: re-read the targets and wake every loop.
     pub wake: Arc<Notify>,
     pub removals: Arc<Removals>,
+    /// The pool this host joined (set and cleared at run time).
+    pub pool: rm_adapters::PoolSlot,
 }
 
 /// The lifecycle of this host (run it with [`Lifecycle::run`]; it drains with
@@ -54,7 +56,7 @@ pub fn build(parts: FleetParts) -> Fleet {
     Lifecycle::with_parts(LifecycleParts {
         journal: parts.journal.clone(),
         loop_journal: parts.gated,
-        github: GitHubAdapter::new(parts.client),
+        github: GitHubAdapter::new(parts.client).with_pool(parts.pool),
         host: HostProvider::OnFirstTarget(Box::new(move |target: &Target| {
             build_host(&client, &host_config, target)
         })),

@@ -43,7 +43,7 @@ fn capacity_note_for(capacity: u32, cpus: usize) -> String {
     }
 }
 
-fn machine_name() -> String {
+pub(crate) fn machine_name() -> String {
     #[cfg(unix)]
     {
         nix::unistd::gethostname()

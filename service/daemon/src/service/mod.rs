@@ -29,6 +29,7 @@ pub(crate) mod host_settings;
 mod launch_health;
 mod meters;
 pub mod operators;
+mod pool_link;
 mod removals;
 mod runner_events;
 mod sign_in;
@@ -93,6 +94,9 @@ pub struct Options {
     pub poll: Option<Duration>,
     /// How often ended runners and target changes are looked for.
     pub tick: Duration,
+    /// How long this host's heartbeat keeps its pool claims (a silent host's are placed
+    /// elsewhere after it).
+    pub pool_lease: Duration,
     /// Renew the access token this long before it expires (default: the client's 5 min).
     pub renew_margin: Option<Duration>,
     pub registration_timeout: Option<Duration>,
@@ -172,6 +176,27 @@ fn open_store(options: &Options) -> Result<Arc<dyn ServiceStore>, Failure> {
     opened.map(Arc::from).map_err(|e| {
         Failure::internal(format!(
             "the credential store cannot be used: {e}; choose another with `--credential-store file`"
+        ))
+    })
+}
+
+/// Where the pool's password is kept: beside the GitHub credential, in its own entry.
+fn open_pool_secret(options: &Options) -> Result<Box<dyn rm_credstore::SecretStore>, Failure> {
+    let file = options.data_dir.join(pool_link::SECRET_FILE);
+    let login = matches!(options.credential_store, StoreKind::Keyring)
+        || (matches!(options.credential_store, StoreKind::Auto)
+            && matches!(options.mode, StartMode::Login));
+    let opened: Result<Box<dyn rm_credstore::SecretStore>, rm_credstore::StoreError> = if login {
+        rm_credstore::KeyringStore::user(pool_link::SECRET_ACCOUNT)
+            .map(|s| Box::new(s) as Box<dyn rm_credstore::SecretStore>)
+    } else if matches!(options.credential_store, StoreKind::File) {
+        Ok(Box::new(rm_credstore::FileStore::new(file)))
+    } else {
+        rm_credstore::open_machine(&file)
+    };
+    opened.map_err(|e| {
+        Failure::internal(format!(
+            "the credential store cannot keep the pool's password: {e}; choose another with `--credential-store file`"
         ))
     })
 }
@@ -396,7 +421,9 @@ async fn serve(
         )),
         runner_env,
         caches: cache_settings,
+        pool: pool_link::PoolLink::new(open_pool_secret(&options)?, options.pool_lease),
     }));
+    daemon.pool.restore(&daemon).await;
     for (policy, own) in own_admission {
         daemon.admission.set_own(policy, own);
     }
@@ -415,6 +442,8 @@ async fn serve(
     let meter = tokio::spawn(meters::run(Arc::clone(&daemon)));
     // A start held back for memory is looked at again every 2 s until it fits.
     let recheck = tokio::spawn(admission_recheck(Arc::clone(&daemon)));
+    // This host's lease in its pool, while it is in one.
+    let pool_heartbeat = tokio::spawn(pool_link::heartbeat(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -561,6 +590,7 @@ async fn serve(
         tick: options.tick,
         wake,
         removals,
+        pool: daemon.pool.slot.clone(),
     };
     let fleet = Arc::new(fleet::build(parts));
     let _ = daemon.fleet.set(Arc::clone(&fleet));
@@ -600,6 +630,7 @@ async fn serve(
     health_watch.abort();
     meter.abort();
     recheck.abort();
+    pool_heartbeat.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(match ending {
@@ -800,6 +831,7 @@ mod tests {
             upgrade_poll: Duration::from_secs(5),
             poll: None,
             tick: Duration::from_secs(1),
+            pool_lease: Duration::from_secs(30),
             renew_margin: None,
             registration_timeout: None,
             idle_timeout: None,

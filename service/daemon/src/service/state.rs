@@ -49,6 +49,8 @@ pub struct Parts {
     pub runner_env: rm_runner::RunnerEnv,
     /// The caches' settings as stored (shared with the runner host, which adds the caches).
     pub caches: rm_runner::CacheSettings,
+    /// The pool of hosts (none joined yet: see `PoolLink::restore`).
+    pub pool: super::pool_link::PoolLink,
 }
 
 pub struct Daemon {
@@ -87,6 +89,8 @@ pub struct Daemon {
     pub caches: rm_runner::CacheSettings,
     /// The loops, once they run (`why` reads their last passes).
     pub fleet: std::sync::OnceLock<Arc<super::fleet::Fleet>>,
+    /// The pool of hosts this host joined, if any.
+    pub pool: super::pool_link::PoolLink,
 }
 
 impl Daemon {
@@ -110,6 +114,7 @@ impl Daemon {
             caches: parts.caches,
             env_changing: tokio::sync::Mutex::new(()),
             fleet: std::sync::OnceLock::new(),
+            pool: parts.pool,
         }
     }
 

@@ -323,6 +323,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
                 fix: h.fix,
             }),
         caches_problem: daemon.caches.setup_problem().map(caches_problem),
+        pool: daemon.pool.status(),
     })
 }
 

@@ -191,6 +191,25 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/pool`.
+    pub async fn pool(&self) -> Result<crate::PoolStatus, ClientError> {
+        self.call(Method::GET, paths::POOL, None::<&()>).await
+    }
+
+    /// `PUT /v1/pool`.
+    pub async fn join_pool(
+        &self,
+        join: &crate::PoolJoin,
+    ) -> Result<crate::PoolStatus, ClientError> {
+        self.call(Method::PUT, paths::POOL, Some(join)).await
+    }
+
+    /// `DELETE /v1/pool`.
+    pub async fn leave_pool(&self) -> Result<(), ClientError> {
+        self.call_empty(Method::DELETE, paths::POOL, None::<&()>)
+            .await
+    }
+
     /// `GET /v1/host/env`.
     pub async fn host_env(&self) -> Result<crate::HostEnv, ClientError> {
         self.call(Method::GET, paths::HOST_ENV, None::<&()>).await

@@ -42,6 +42,7 @@ fn status() -> Status {
         admission: None,
         workstation: None,
         caches_problem: None,
+        pool: None,
     }
 }
 
@@ -221,6 +222,39 @@ fn a_job_held_back_for_memory_is_said_without_calling_for_attention() {
     let v = connected(s).view(t(2000));
     assert_eq!(v.header, "Waiting · on battery · 3 targets");
     assert_eq!(v.state, TrayState::Idle);
+}
+
+#[test]
+fn a_pool_database_that_stays_unreachable_calls_for_attention_a_blip_does_not() {
+    let mut s = status();
+    s.pool = Some(crate::status::PoolStatus {
+        label: "rm-pool-linux-x64".into(),
+        address: "db:5432/pool".into(),
+        host_id: "box1".into(),
+        state: "unreachable".into(),
+        message: Some("connection refused".into()),
+        since: Some(t(1000)),
+        hosts: Vec::new(),
+        claims: Vec::new(),
+    });
+    let v = connected(s.clone()).view(t(1000 + 5_000));
+    assert!(v.concerns.is_empty(), "a few seconds: {:?}", v.concerns);
+    let v = connected(s.clone()).view(t(1000 + UNREACHABLE_ATTENTION_MS));
+    assert_eq!(v.state, TrayState::Attention);
+    assert!(
+        v.header
+            .starts_with("Needs attention: Pool database unreachable for"),
+        "{}",
+        v.header
+    );
+    assert!(
+        v.summary.contains("runner-manager pool status"),
+        "{}",
+        v.summary
+    );
+    s.pool.as_mut().unwrap().state = "connected".into();
+    let v = connected(s).view(t(1000 + UNREACHABLE_ATTENTION_MS));
+    assert!(v.concerns.is_empty());
 }
 
 #[test]

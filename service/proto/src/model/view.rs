@@ -345,6 +345,22 @@ impl Model {
                 });
             }
         }
+        if let Some(pool) = status.pool.as_ref().filter(|p| p.state == "unreachable") {
+            // A database restart of a few seconds is not news; one that stays down is.
+            let since = pool.since.map_or(0, |s| now.0 - s.0);
+            if since >= UNREACHABLE_ATTENTION_MS {
+                out.push(Concern {
+                    code: "pool_unreachable".to_owned(),
+                    message: format!("Pool database unreachable for {}", elapsed(since)),
+                    fix: format!(
+                        "Runners for the pool '{}' wait on every host until its PostgreSQL \
+                         answers (running jobs go on): check it runs and this host reaches it \
+                         (`runner-manager pool status`).",
+                        pool.label
+                    ),
+                });
+            }
+        }
         let health = &status.github_health;
         match health.state {
             GitHubHealthState::Unreachable

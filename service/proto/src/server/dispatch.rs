@@ -148,6 +148,18 @@ async fn handle<H: Handler>(
             let change = parse_body(&body)?;
             json(StatusCode::OK, &h.set_host_admission(peer, change).await?)
         }
+        Route::Pool => json(StatusCode::OK, &h.pool(peer).await?),
+        Route::JoinPool => {
+            let join = parse_quiet_body(
+                &body,
+                "url (postgres://USER@HOST[:PORT]/DATABASE), password, label and host",
+            )?;
+            json(StatusCode::OK, &h.join_pool(peer, join).await?)
+        }
+        Route::LeavePool => {
+            h.leave_pool(peer).await?;
+            Ok(no_content())
+        }
         Route::HostEnv => json(StatusCode::OK, &h.host_env(peer).await?),
         Route::ChangeHostEnv => {
             let change = parse_quiet_body(

@@ -168,6 +168,28 @@ pub trait Handler: Send + Sync + 'static {
         }
     }
 
+    /// `GET /v1/pool`: this host's place in its pool.
+    fn pool(&self, peer: Peer) -> impl Future<Output = Result<crate::PoolStatus, ApiError>> + Send {
+        let _ = peer;
+        async { Err(pool_unsupported()) }
+    }
+
+    /// `PUT /v1/pool`: join a pool (checked against the database before anything is kept).
+    fn join_pool(
+        &self,
+        peer: Peer,
+        request: crate::PoolJoin,
+    ) -> impl Future<Output = Result<crate::PoolStatus, ApiError>> + Send {
+        let _ = (peer, request);
+        async { Err(pool_unsupported()) }
+    }
+
+    /// `DELETE /v1/pool`: leave the pool.
+    fn leave_pool(&self, peer: Peer) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let _ = peer;
+        async { Err(pool_unsupported()) }
+    }
+
     /// `GET /v1/host/env`: the host's runner environment (values to operators only).
     fn host_env(&self, peer: Peer) -> impl Future<Output = Result<HostEnv, ApiError>> + Send {
         let _ = peer;
@@ -298,6 +320,12 @@ fn caches_unsupported() -> ApiError {
 }
 
 /// What a service without the runner environment answers.
+fn pool_unsupported() -> ApiError {
+    ApiError::not_found(
+        "this service has no pools of hosts: update runner-manager (the service) on this host",
+    )
+}
+
 fn host_env_unsupported() -> ApiError {
     ApiError::not_found(
         "this service has no runner environment: update runner-manager (the service)",

@@ -158,6 +158,7 @@ pub fn sample_status() -> Status {
         admission: None,
         workstation: None,
         caches_problem: None,
+        pool: None,
     }
 }
 

@@ -1,0 +1,397 @@
+//! A pool of hosts on one label: three services on one machine (each its own data directory,
+//! host name and runner root) against one fake GitHub and one real PostgreSQL serve jobs queued
+//! in bursts over two targets with just the pool's label in `runs-on`, some onto an idle pool,
+//! some onto busy hosts. Afterwards runners started − jobs served = 0 (no surplus), every job
+//! ran once and succeeded, every host took part and none ever ran more than its capacity (or a
+//! target's limit) at once. The same three hosts not joined to a pool start a runner each for
+//! the first burst's jobs (6 runners for 2 jobs): what keeps the count exact is the pool.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rm_e2e::postgres::Cluster;
+use rm_e2e::{fake_github_repos, until, Daemon};
+use rm_testkit::{Conclusion, FakeConfig, FakeGitHub, JobSpec, JobStatus};
+
+/// The label jobs ask for to run on any host of the pool.
+const LABEL: &str = "rm-pool-test-x64";
+const REPOS: [&str; 2] = ["octo/hello", "octo/world"];
+const HOSTS: [&str; 3] = ["h1", "h2", "h3"];
+/// Each host's capacity: below what its two targets may ask for together (2 × [`MAX_RUNNERS`]),
+/// so the capacity is what binds, and a burst is more than one host can take.
+const CAPACITY: usize = 3;
+/// Each target's limit on each host.
+const MAX_RUNNERS: usize = 2;
+
+/// How a burst lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lands {
+    /// On an idle pool: every job before it done and every runner gone (a surplus runner
+    /// idles out first).
+    Idle,
+    /// As soon as every job of the burst before was taken: on hosts still busy with it.
+    Busy,
+}
+
+/// The bursts, in order: how many jobs (alternating between the targets) and how each lands.
+/// A burst smaller than the pool's free room is where hosts each acting on their own start
+/// surplus runners (each sees every job queued); a burst queued right after would hand those
+/// runners jobs and hide the surplus, so each small one is followed by an idle pool (or the
+/// end), where a surplus runner idles out and stays counted.
+const BURSTS: [(usize, Lands); 5] = [
+    (2, Lands::Idle),
+    (8, Lands::Idle),
+    (3, Lands::Busy),
+    (8, Lands::Busy),
+    (3, Lands::Idle),
+];
+const JOBS: usize = {
+    let (mut n, mut i) = (0, 0);
+    while i < BURSTS.len() {
+        n += BURSTS[i].0;
+        i += 1;
+    }
+    n
+};
+const JOB_TIME: Duration = Duration::from_secs(2);
+
+/// Registration and idle timeouts of 40 s (as in `parallel_jobs.rs`): a surplus runner, started
+/// for no job, idles out within the wait for every runner to be gone, and is then counted.
+const TIMEOUTS: [&str; 4] = [
+    "--registration-timeout-secs",
+    "40",
+    "--idle-timeout-secs",
+    "40",
+];
+
+/// One host: signed in, capacity set, joined to the pool, both targets pooled.
+async fn host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
+    let d = Daemon::start_with(gh, &TIMEOUTS).await;
+    d.sign_in(gh, "octo").await;
+    d.ok(&["host", "set-capacity", &CAPACITY.to_string()]).await;
+    let joined = d
+        .ok_stdin(
+            &[
+                "pool",
+                "join",
+                &pg.url_without_password(),
+                "--label",
+                LABEL,
+                "--host",
+                name,
+                "--password-stdin",
+            ],
+            &format!("{}\n", pg.password()),
+        )
+        .await;
+    eprintln!("{name}: {}", joined.trim());
+    for repo in REPOS {
+        d.ok(&[
+            "repo",
+            "add",
+            repo,
+            "--max-runners",
+            &MAX_RUNNERS.to_string(),
+            "--label",
+            LABEL,
+        ])
+        .await;
+    }
+    d
+}
+
+async fn pool_status(d: &Daemon) -> serde_json::Value {
+    serde_json::from_str(&d.ok(&["pool", "status", "--json"]).await).unwrap()
+}
+
+/// The hosts `pool status --json` shows alive, by name.
+fn alive_hosts(status: &serde_json::Value) -> BTreeSet<String> {
+    status["hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| h["alive"] == true)
+        .filter_map(|h| h["host_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// What one host's `status` showed over the run.
+#[derive(Debug, Default)]
+struct Watched {
+    /// Every runner it showed.
+    runners: BTreeSet<String>,
+    /// Most runners at once.
+    most: usize,
+    /// Most runners of one target at once.
+    most_per_target: usize,
+}
+
+/// Reads every host's status until `stop`: which runners each started, and how many at once.
+/// A runner is listed from its launch until it is cleaned, seconds here (each job takes
+/// [`JOB_TIME`]), far longer than one round of reads.
+async fn watch(sockets: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Vec<Watched> {
+    let mut clients = Vec::new();
+    for s in &sockets {
+        clients.push(rm_proto::Client::connect(s).await.unwrap());
+    }
+    let mut seen: Vec<Watched> = sockets.iter().map(|_| Watched::default()).collect();
+    while !stop.load(Ordering::SeqCst) {
+        for (client, w) in clients.iter().zip(&mut seen) {
+            let Ok(status) = client.status().await else {
+                continue;
+            };
+            w.most = w.most.max(status.runners.len());
+            let mut per_target: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in &status.runners {
+                *per_target.entry(r.target.as_str()).or_default() += 1;
+                w.runners.insert(r.runner_name.clone());
+            }
+            w.most_per_target = w
+                .most_per_target
+                .max(per_target.values().copied().max().unwrap_or(0));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen
+}
+
+/// Waits until every job queued so far completed and every runner is gone, at GitHub and on
+/// every host. A surplus runner (started for no job) idles out within this wait (the idle
+/// timeout is 40 s) and is counted at the end.
+async fn until_idle(gh: &FakeGitHub, hosts: &[Daemon], what: &str) {
+    let deadline = Duration::from_secs(180);
+    let start = std::time::Instant::now();
+    loop {
+        let jobs = gh.jobs();
+        let mut left: Vec<String> = gh.runners().into_iter().map(|r| r.name).collect();
+        for d in hosts {
+            if let Ok(s) = d.client().await.status().await {
+                left.extend(s.runners.into_iter().map(|r| r.runner_name));
+            }
+        }
+        let waiting: Vec<_> = jobs
+            .iter()
+            .filter(|j| j.status != JobStatus::Completed)
+            .map(|j| (j.id, &j.name, j.status, &j.runner_name))
+            .collect();
+        if waiting.is_empty() && left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "{what}: not within {deadline:?}; jobs not done {waiting:?}, runners left {left:?}\n{}",
+            logs(hosts)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The last lines of every host's log, for failure messages.
+fn logs(hosts: &[Daemon]) -> String {
+    HOSTS
+        .iter()
+        .zip(hosts)
+        .map(|(name, d)| {
+            let log = d.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            format!("--- {name} (last 60 lines) ---\n{tail}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
+    let gh = fake_github_repos(
+        FakeConfig {
+            device_interval: Duration::from_secs(1),
+            ..FakeConfig::default()
+        },
+        &REPOS,
+    )
+    .await;
+    let pg = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let mut hosts = Vec::new();
+    for name in HOSTS {
+        hosts.push(host(&gh, &pg, name).await);
+    }
+    // Every host sees the other two alive before the first job is queued.
+    for (name, d) in HOSTS.iter().zip(&hosts) {
+        until(
+            Duration::from_secs(60),
+            &format!("{name} connected, seeing all three hosts alive"),
+            || async {
+                let s = pool_status(d).await;
+                (s["state"] == "connected" && alive_hosts(&s).len() == HOSTS.len()).then_some(())
+            },
+        )
+        .await;
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = tokio::spawn(watch(
+        hosts.iter().map(|d| d.socket.clone()).collect(),
+        stop.clone(),
+    ));
+
+    let mut job_ids = Vec::new();
+    for (burst, (size, lands)) in BURSTS.into_iter().enumerate() {
+        if lands == Lands::Idle {
+            until_idle(&gh, &hosts, &format!("an idle pool before burst {burst}")).await;
+        }
+        let mut this_burst = Vec::new();
+        for i in 0..size {
+            let repo = REPOS[i % REPOS.len()];
+            let run = gh
+                .queue_run(
+                    repo,
+                    vec![JobSpec::new(&format!("b{burst}-{i}"), &[LABEL]).duration(JOB_TIME)],
+                )
+                .unwrap();
+            let job = gh
+                .runs()
+                .into_iter()
+                .find(|r| r.id == run)
+                .and_then(|r| r.job_ids.first().copied())
+                .expect("the queued job");
+            this_burst.push(job);
+        }
+        until(
+            Duration::from_secs(120),
+            &format!("every job of burst {burst} taken"),
+            || async {
+                this_burst
+                    .iter()
+                    .all(|j| gh.job(*j).is_some_and(|j| j.status != JobStatus::Queued))
+                    .then_some(())
+            },
+        )
+        .await;
+        job_ids.extend(this_burst);
+    }
+
+    until_idle(&gh, &hosts, "every job done").await;
+    stop.store(true, Ordering::SeqCst);
+    let watched = watcher.await.unwrap();
+
+    let counters = gh.counters();
+    let jit = counters.endpoint("repo_jitconfig");
+    let registered = jit.requests - jit.errors;
+    let jobs = gh.jobs();
+    eprintln!(
+        "{JOBS} jobs; {registered} runners registered; {} GitHub requests from the three \
+         hosts together (the fake cannot tell hosts apart: one user, one user agent)",
+        counters.total.requests
+    );
+    for (name, c) in &counters.endpoints {
+        eprintln!("  {name}: {c:?}");
+    }
+    for (name, w) in HOSTS.iter().zip(&watched) {
+        eprintln!(
+            "{name}: {} runners, at most {} at once ({} of one target)",
+            w.runners.len(),
+            w.most,
+            w.most_per_target
+        );
+    }
+
+    // Every job ran once, to success, on a runner of its own.
+    let queued: BTreeSet<u64> = job_ids.iter().copied().collect();
+    assert_eq!(queued.len(), JOBS);
+    assert_eq!(
+        jobs.iter().map(|j| j.id).collect::<BTreeSet<_>>(),
+        queued,
+        "{jobs:?}"
+    );
+    let failed: Vec<_> = jobs
+        .iter()
+        .filter(|j| j.conclusion != Some(Conclusion::Success))
+        .map(|j| (j.id, &j.name, j.conclusion))
+        .collect();
+    assert!(failed.is_empty(), "jobs not successful: {failed:?}");
+    let ran_on: BTreeSet<&str> = jobs
+        .iter()
+        .map(|j| j.runner_name.as_deref().expect("a completed job's runner"))
+        .collect();
+    assert_eq!(
+        ran_on.len(),
+        JOBS,
+        "a runner ran more than one job: {jobs:?}"
+    );
+
+    // No surplus: one runner started per job served.
+    assert_eq!(
+        registered as i64 - JOBS as i64,
+        0,
+        "runners started − jobs served ≠ 0: {registered} registered for {JOBS} jobs\n{}",
+        logs(&hosts)
+    );
+
+    // Every job's runner was started by exactly one host; every host took part; none ran more
+    // than its capacity, or a target's limit, at once.
+    for name in &ran_on {
+        let by: Vec<&str> = HOSTS
+            .iter()
+            .zip(&watched)
+            .filter(|(_, w)| w.runners.contains(*name))
+            .map(|(h, _)| *h)
+            .collect();
+        assert_eq!(by.len(), 1, "runner {name} shown by hosts {by:?}");
+    }
+    for (name, w) in HOSTS.iter().zip(&watched) {
+        assert!(
+            !w.runners.is_empty(),
+            "{name} started no runner: {watched:?}"
+        );
+        assert!(
+            w.most <= CAPACITY,
+            "{name} ran {} runners at once, capacity {CAPACITY}",
+            w.most
+        );
+        assert!(
+            w.most_per_target <= MAX_RUNNERS,
+            "{name} ran {} runners of one target at once, limit {MAX_RUNNERS}",
+            w.most_per_target
+        );
+    }
+    for (name, d) in HOSTS.iter().zip(&hosts) {
+        let log = d.log();
+        assert!(
+            !log.contains("exited_idle_without_work"),
+            "a runner of {name} idled out unused:\n{log}"
+        );
+    }
+
+    // The pool, as one host sees it: all three hosts alive, and no claim left once every job
+    // is done.
+    let status = until(
+        Duration::from_secs(30),
+        "the pool with no claim left",
+        || async {
+            let s = pool_status(&hosts[0]).await;
+            s["claims"]
+                .as_array()
+                .is_some_and(|c| c.is_empty())
+                .then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(status["label"], LABEL, "{status}");
+    assert_eq!(status["host_id"], HOSTS[0], "{status}");
+    assert_eq!(status["state"], "connected", "{status}");
+    assert_eq!(
+        alive_hosts(&status),
+        HOSTS.iter().map(|h| (*h).to_owned()).collect(),
+        "{status}"
+    );
+
+    for d in hosts {
+        d.stop().await.unwrap();
+    }
+    tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+}
