@@ -273,12 +273,21 @@ impl Pool {
             }
         };
         if leads {
-            // Holding the connection while GitHub answers keeps this host's statements in
-            // order; GitHub's answer is bounded by the client's own timeouts.
+            // The connection is not held while GitHub answers: this host's claims for other
+            // targets go on meanwhile (the reader's lease keeps the others from publishing).
+            drop(guard);
             let snapshot = read().await?;
             let queued: Vec<u64> = snapshot.jobs.iter().map(|j| j.job_id).collect();
             let assigned: Vec<String> = snapshot.runners_with_jobs.iter().cloned().collect();
             let text = encode(&snapshot);
+            let mut guard = match self.connected().await {
+                Ok(g) => g,
+                // Not published: the others read the previous queue once more.
+                Err(_) => return Ok(snapshot),
+            };
+            let Some(store) = guard.as_mut() else {
+                return Ok(snapshot);
+            };
             let elsewhere = async {
                 store.publish(&key, &text, &queued, &assigned).await?;
                 store
