@@ -107,7 +107,7 @@ impl Pool {
         &self.config.settings.host_id
     }
 
-    /// `host:port/database`, never the password.
+    /// `host:port`, never the password.
     pub fn address(&self) -> String {
         self.config.url.address()
     }

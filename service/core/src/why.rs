@@ -321,16 +321,10 @@ fn policy_reason(view: &PassView, p: &PolicyPass, index: usize) -> Reason {
     if let Some(block) = &p.block {
         return Reason::Blocked(block.clone());
     }
-    // Of the jobs past the runners in hand, the first ones were granted a runner that did not
-    // start: what held it (admission, the pool) is their reason; the rest are past the limit.
-    let in_hand_count = p.lagging.len() + p.ready.len() + p.started.len();
-    let granted_not_started = usize::try_from(grant.to_start)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(p.started.len());
+    // A runner was granted and held back (admission, the pool): that hold is what keeps every
+    // job past the runners in hand waiting; the target's limit only matters once it clears.
     if let Some(hold) = &p.hold {
-        if index.saturating_sub(in_hand_count) < granted_not_started {
-            return Reason::Held(hold.clone());
-        }
+        return Reason::Held(hold.clone());
     }
     match grant.limited_by {
         Limit::MaxCapacity => Reason::PolicyFull {

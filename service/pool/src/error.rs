@@ -9,7 +9,7 @@ use std::io;
 pub enum PoolError {
     #[error(
         "the pool URL is not usable: {reason}. Write it as \
-         postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+         postgres://USER@HOST[:PORT]/DATABASE (the password goes on standard input)"
     )]
     BadUrl { reason: String },
     #[error(
@@ -19,9 +19,9 @@ pub enum PoolError {
     )]
     Unreachable { address: String, detail: String },
     #[error(
-        "PostgreSQL at {address} refused the password of '{user}': join again with the right \
-         one (`runner-manager pool leave`, then `runner-manager pool join \
-         postgres://{user}@{address} --label LABEL --password-stdin`)"
+        "PostgreSQL at {address} refused the password of '{user}': give the right one \
+         (`runner-manager pool join postgres://{user}@{address}/DATABASE --label LABEL \
+         --password-stdin`, after `runner-manager pool leave` if this host is in the pool)"
     )]
     WrongPassword { address: String, user: String },
     #[error(

@@ -1,4 +1,4 @@
-//! The pool's address: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?options]`. The password
+//! The pool's address: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?options]` as written. The password
 //! is taken out when the URL is read: what is kept and shown is the URL without it.
 
 use std::fmt;

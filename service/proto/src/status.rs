@@ -56,7 +56,7 @@ pub struct Status {
 pub struct PoolStatus {
     /// The label jobs ask for to run on any host of the pool.
     pub label: String,
-    /// `host:port/database` of the pool's PostgreSQL.
+    /// `host:port` of the pool's PostgreSQL.
     pub address: String,
     /// This host's name in the pool.
     pub host_id: String,
