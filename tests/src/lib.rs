@@ -254,6 +254,14 @@ impl Daemon {
         Ok(())
     }
 
+    /// SIGKILL, as a crash: no drain, no clean-up, nothing told to GitHub or the pool. Only the
+    /// service's own process is signalled (its runners, each in its own process group, are
+    /// not). [`Daemon::resume`] starts it again on the same data directory.
+    pub async fn kill(&mut self) {
+        let mut child = self.child.take().expect("the daemon is running");
+        child.kill().await.expect("SIGKILL the daemon");
+    }
+
     /// Starts a halted service again (same data directory and socket).
     pub async fn resume(&mut self) {
         self.spawn().await;
@@ -274,7 +282,14 @@ impl Daemon {
     /// Hands a fresh token pair for `login` straight to the service (tests that are not about
     /// sign-in skip the device flow).
     pub async fn sign_in(&self, gh: &FakeGitHub, login: &str) {
+        self.sign_in_token(gh, login).await;
+    }
+
+    /// [`Daemon::sign_in`], answering the access token handed over (the service's own: each
+    /// service signed in so is told apart by `FakeGitHub::requests_by_token`).
+    pub async fn sign_in_token(&self, gh: &FakeGitHub, login: &str) -> String {
         let t = gh.issue_token(login).unwrap();
+        let token = t.access_token.clone();
         let put = rm_proto::CredentialPut {
             access_token: rm_proto::SecretString::new(t.access_token),
             expires_at: rm_proto::UnixMillis::from_millis(t.expires_at.timestamp_millis()),
@@ -287,6 +302,7 @@ impl Daemon {
             login: Some(login.to_owned()),
         };
         self.client().await.put_credential(&put).await.unwrap();
+        token
     }
 
     /// The CLI with this daemon's socket and data directory.

@@ -27,6 +27,7 @@
 //! limits:  set_rate_limit(n) / set_remaining(n)
 //! package: set_runner_package(&package::RunnerPackage)
 //! views:   counters() -> Counters / reset_counters() / request_log() / runners() / jobs()
+//!          requests_by_token() -> BTreeMap<token, Counters>   (REST requests per token)
 //!          job(id) / runs()
 //! network: Relay::start(fake.addr()) in front of it: cut() (connection refused) / restore()
 //! ```

@@ -232,7 +232,16 @@ impl FakeGitHub {
     pub fn reset_counters(&self) {
         let mut w = self.shared.world();
         w.counters = Counters::default();
+        w.token_counters.clear();
         w.request_log.clear();
+    }
+
+    /// The REST requests that carried a token, counted per token as [`FakeGitHub::counters`]
+    /// counts them all (`user_agents` left empty): what each client signed in on its own (e.g.
+    /// each service given its own [`FakeGitHub::issue_token`]) spent. The rate limit is per
+    /// user, so tokens of one user share it. Since the start or the last `reset_counters`.
+    pub fn requests_by_token(&self) -> std::collections::BTreeMap<String, Counters> {
+        self.shared.world().token_counters.clone()
     }
 
     /// Every request counted since the start (or the last `reset_counters`), oldest first:

@@ -456,3 +456,49 @@ async fn jobs_filter_and_unresolvable_labels() {
     let r = get(addr, "/user/installations/999999/repositories", &w.token).await;
     assert_eq!(r.status, 404);
 }
+
+#[tokio::test]
+async fn requests_are_also_counted_per_token() {
+    let w = world().await;
+    let addr = w.gh.addr();
+    // A second token of the same user: one rate limit, two clients told apart.
+    let other = w.gh.issue_token("octo").unwrap().access_token;
+    for _ in 0..2 {
+        assert_eq!(get(addr, "/user", &w.token).await.status, 200);
+    }
+    assert_eq!(
+        get(addr, "/repos/octo/hello/actions/runs", &other)
+            .await
+            .status,
+        200
+    );
+    // A faulty answer counts under its token too; one without a token under none.
+    w.gh.inject_fault(rm_testkit::FaultRule::times(
+        rm_testkit::EndpointMatch::name("user"),
+        rm_testkit::Fault::Status5xx {
+            status: 502,
+            rate: 1.0,
+        },
+        1,
+    ));
+    assert_eq!(get(addr, "/user", &other).await.status, 502);
+    let r = raw(addr, "GET", "/user", &[("User-Agent", "x")], b"").await;
+    assert_eq!(r.status, 401);
+
+    let by = w.gh.requests_by_token();
+    assert_eq!(by.len(), 2, "{by:?}");
+    let mine = &by[&w.token];
+    assert_eq!(mine.endpoint("user").requests, 2);
+    assert_eq!(mine.endpoint("user").charged, 2);
+    assert_eq!(mine.total.requests, 2);
+    let theirs = &by[&other];
+    assert_eq!(theirs.endpoint("workflow_runs").charged, 1);
+    assert_eq!(theirs.endpoint("user").requests, 1);
+    assert_eq!(theirs.endpoint("user").errors, 1);
+    assert_eq!(theirs.total.requests, 2);
+    // The totals still count every request, with or without a token.
+    assert_eq!(w.gh.counters().endpoint("user").requests, 4);
+
+    w.gh.reset_counters();
+    assert!(w.gh.requests_by_token().is_empty());
+}

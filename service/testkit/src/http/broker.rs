@@ -17,7 +17,7 @@ use crate::world::{Assignment, BrokerError};
 const GONE: &str = "The runner no longer exists on the server";
 
 pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
-    if let Outcome::Respond(resp) = faults::apply(shared, req, &req.path, "broker", 0).await {
+    if let Outcome::Respond(resp) = faults::apply(shared, req, &req.path, "broker", 0, None).await {
         return resp;
     }
     let reply = route(shared, req).await;

@@ -229,6 +229,7 @@ fn route(shared: &Arc<Shared>, req: &Req) -> Result<Reply, Reply> {
         ["counters"] if get => Reply::ok(json!(w.counters)),
         ["counters"] if del => {
             w.counters = Default::default();
+            w.token_counters.clear();
             Reply::empty(StatusCode::NO_CONTENT)
         }
         ["rate_limit"] if post => {

@@ -45,19 +45,25 @@ pub(crate) enum Outcome {
 }
 
 /// Applies a fault. `path` is the route path (without `/api/v3`). Faulty answers are counted
-/// under `endpoint` as errors (a malformed 200 counts as a request only).
+/// under `endpoint` as errors (a malformed 200 counts as a request only), and under `token`
+/// when given (a REST request's token).
 pub(crate) async fn apply(
     shared: &Arc<Shared>,
     req: &Req,
     path: &str,
     endpoint: &str,
     user_id: u64,
+    token: Option<&str>,
 ) -> Outcome {
     let Some(fault) = pick(shared, req, path, endpoint) else {
         return Outcome::Continue;
     };
     tracing::debug!(endpoint, ?fault, "injecting fault");
-    let record = |status: u16| shared.world().record_request(endpoint, status, false);
+    let record = |status: u16| {
+        shared
+            .world()
+            .record_rest_request(token, endpoint, status, false)
+    };
     match fault {
         Fault::Latency(d) => {
             let mut stop = shared.shutdown.clone();

@@ -26,7 +26,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
             return Reply::error(StatusCode::NOT_FOUND, "Not Found").into_response();
         }
     };
-    if let Outcome::Respond(resp) = faults::apply(shared, req, &req.path, endpoint, 0).await {
+    if let Outcome::Respond(resp) = faults::apply(shared, req, &req.path, endpoint, 0, None).await {
         return resp;
     }
     let reply = match endpoint {

@@ -31,7 +31,7 @@ pub(crate) fn latest_repo(path: &str) -> Option<String> {
 
 pub(crate) async fn latest(shared: &Arc<Shared>, req: &Req, path: &str, repo: &str) -> Response {
     let endpoint = "release_latest";
-    if let Outcome::Respond(resp) = faults::apply(shared, req, path, endpoint, 0).await {
+    if let Outcome::Respond(resp) = faults::apply(shared, req, path, endpoint, 0, None).await {
         return resp;
     }
     let api = match req.path.strip_prefix("/api/v3") {

@@ -267,6 +267,9 @@ pub(crate) struct World {
     pub initial_remaining: Option<u64>,
     pub faults: Vec<FaultRule>,
     pub counters: Counters,
+    /// The REST requests that carried a token, per token (known to the fake or not): what each
+    /// client signed in on its own spent (`FakeGitHub::requests_by_token`).
+    pub token_counters: BTreeMap<String, Counters>,
     /// Every request counted, in order, the newest [`REQUEST_LOG_CAPACITY`].
     pub request_log: std::collections::VecDeque<crate::types::LoggedRequest>,
     pub package: Option<PackageInfo>,
@@ -320,6 +323,23 @@ impl World {
         });
     }
 
+    /// [`World::record_request`] for a REST request, also counted under the token it carried.
+    pub fn record_rest_request(
+        &mut self,
+        token: Option<&str>,
+        endpoint: &str,
+        status: u16,
+        charged: bool,
+    ) {
+        self.record_request(endpoint, status, charged);
+        if let Some(token) = token {
+            self.token_counters
+                .entry(token.to_owned())
+                .or_default()
+                .record(endpoint, status, charged);
+        }
+    }
+
     pub fn new(config: &crate::FakeConfig) -> World {
         World {
             next_id: 1000,
@@ -344,6 +364,7 @@ impl World {
             releases: Vec::new(),
             faults: Vec::new(),
             counters: Counters::default(),
+            token_counters: BTreeMap::new(),
             request_log: std::collections::VecDeque::new(),
             package: None,
             access_lifetime: config.access_token_lifetime,

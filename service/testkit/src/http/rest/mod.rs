@@ -74,7 +74,9 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         route(&req.method, &path)
     };
     let Some(route) = route else {
-        shared.world().record_request("unknown", 404, false);
+        shared
+            .world()
+            .record_rest_request(req.bearer().as_deref(), "unknown", 404, false);
         return base(Reply::error(StatusCode::NOT_FOUND, "Not Found")).into_response();
     };
     let endpoint = route.endpoint();
@@ -84,14 +86,20 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         .and_then(|l| shared.world().account(l).map(|a| a.id))
         .unwrap_or(0);
 
-    if let Outcome::Respond(resp) = faults::apply(shared, req, &path, &endpoint, user_id).await {
+    let bearer = req.bearer();
+    if let Outcome::Respond(resp) =
+        faults::apply(shared, req, &path, &endpoint, user_id, bearer.as_deref()).await
+    {
         return resp;
     }
 
     let finish = |reply: Reply, charged: bool| {
-        shared
-            .world()
-            .record_request(&endpoint, reply.status.as_u16(), charged);
+        shared.world().record_rest_request(
+            bearer.as_deref(),
+            &endpoint,
+            reply.status.as_u16(),
+            charged,
+        );
         base(reply).into_response()
     };
     if req
