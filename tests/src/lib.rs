@@ -7,6 +7,7 @@
 
 pub mod bus;
 pub mod jobs;
+pub mod pool;
 pub mod postgres;
 pub mod tray;
 pub mod webdriver;

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rm_e2e::pool::{join, logs, pool_status, until_idle, TIMEOUTS};
 use rm_e2e::postgres::Cluster;
 use rm_e2e::{fake_github_repos, until, Daemon};
 use rm_testkit::{Conclusion, FakeConfig, FakeGitHub, JobSpec, JobStatus};
@@ -59,35 +60,12 @@ const JOBS: usize = {
 };
 const JOB_TIME: Duration = Duration::from_secs(2);
 
-/// Registration and idle timeouts of 40 s (as in `parallel_jobs.rs`): a surplus runner, started
-/// for no job, idles out within the wait for every runner to be gone, and is then counted.
-const TIMEOUTS: [&str; 4] = [
-    "--registration-timeout-secs",
-    "40",
-    "--idle-timeout-secs",
-    "40",
-];
-
 /// One host: signed in, capacity set, joined to the pool, both targets pooled.
 async fn host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
     let d = Daemon::start_with(gh, &TIMEOUTS).await;
     d.sign_in(gh, "octo").await;
     d.ok(&["host", "set-capacity", &CAPACITY.to_string()]).await;
-    let joined = d
-        .ok_stdin(
-            &[
-                "pool",
-                "join",
-                &pg.url_without_password(),
-                "--label",
-                LABEL,
-                "--host",
-                name,
-                "--password-stdin",
-            ],
-            &format!("{}\n", pg.password()),
-        )
-        .await;
+    let joined = join(&d, pg, LABEL, name).await;
     eprintln!("{name}: {}", joined.trim());
     for repo in REPOS {
         d.ok(&[
@@ -102,10 +80,6 @@ async fn host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
         .await;
     }
     d
-}
-
-async fn pool_status(d: &Daemon) -> serde_json::Value {
-    serde_json::from_str(&d.ok(&["pool", "status", "--json"]).await).unwrap()
 }
 
 /// The hosts `pool status --json` shows alive, by name.
@@ -159,52 +133,6 @@ async fn watch(sockets: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Vec<Watched> {
     seen
 }
 
-/// Waits until every job queued so far completed and every runner is gone, at GitHub and on
-/// every host. A surplus runner (started for no job) idles out within this wait (the idle
-/// timeout is 40 s) and is counted at the end.
-async fn until_idle(gh: &FakeGitHub, hosts: &[Daemon], what: &str) {
-    let deadline = Duration::from_secs(180);
-    let start = std::time::Instant::now();
-    loop {
-        let jobs = gh.jobs();
-        let mut left: Vec<String> = gh.runners().into_iter().map(|r| r.name).collect();
-        for d in hosts {
-            if let Ok(s) = d.client().await.status().await {
-                left.extend(s.runners.into_iter().map(|r| r.runner_name));
-            }
-        }
-        let waiting: Vec<_> = jobs
-            .iter()
-            .filter(|j| j.status != JobStatus::Completed)
-            .map(|j| (j.id, &j.name, j.status, &j.runner_name))
-            .collect();
-        if waiting.is_empty() && left.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "{what}: not within {deadline:?}; jobs not done {waiting:?}, runners left {left:?}\n{}",
-            logs(hosts)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The last lines of every host's log, for failure messages.
-fn logs(hosts: &[Daemon]) -> String {
-    HOSTS
-        .iter()
-        .zip(hosts)
-        .map(|(name, d)| {
-            let log = d.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-            format!("--- {name} (last 60 lines) ---\n{tail}")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
     let gh = fake_github_repos(
@@ -220,6 +148,7 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
     for name in HOSTS {
         hosts.push(host(&gh, &pg, name).await);
     }
+    let named: Vec<(&str, &Daemon)> = HOSTS.iter().copied().zip(&hosts).collect();
     // Every host sees the other two alive before the first job is queued.
     for (name, d) in HOSTS.iter().zip(&hosts) {
         until(
@@ -242,7 +171,7 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
     let mut job_ids = Vec::new();
     for (burst, (size, lands)) in BURSTS.into_iter().enumerate() {
         if lands == Lands::Idle {
-            until_idle(&gh, &hosts, &format!("an idle pool before burst {burst}")).await;
+            until_idle(&gh, &named, &format!("an idle pool before burst {burst}")).await;
         }
         let mut this_burst = Vec::new();
         for i in 0..size {
@@ -275,7 +204,7 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
         job_ids.extend(this_burst);
     }
 
-    until_idle(&gh, &hosts, "every job done").await;
+    until_idle(&gh, &named, "every job done").await;
     stop.store(true, Ordering::SeqCst);
     let watched = watcher.await.unwrap();
 
@@ -329,7 +258,7 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
         registered as i64 - JOBS as i64,
         0,
         "runners started − jobs served ≠ 0: {registered} registered for {JOBS} jobs\n{}",
-        logs(&hosts)
+        logs(&named)
     );
 
     // Every job's runner was started by exactly one host; every host took part; none ran more

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rm_e2e::pool::{join, logs, pool_status, runners_of, until_idle, TIMEOUTS};
 use rm_e2e::postgres::Cluster;
 use rm_e2e::{fake_github_repos, until, Daemon};
 use rm_proto::RunnerState;
@@ -28,15 +29,6 @@ use rm_testkit::{
 };
 
 const REPO: &str = "octo/hello";
-
-/// Registration and idle timeouts of 40 s (as in `pool.rs`): a runner started for a job another
-/// runner took idles out within the waits below.
-const TIMEOUTS: [&str; 4] = [
-    "--registration-timeout-secs",
-    "40",
-    "--idle-timeout-secs",
-    "40",
-];
 
 async fn fresh_github() -> FakeGitHub {
     fake_github_repos(
@@ -66,28 +58,11 @@ async fn host(
     let max = max_runners.to_string();
     let mut add = vec!["repo", "add", REPO, "--max-runners", &max];
     if let Some((pg, label, name)) = pool {
-        d.ok_stdin(
-            &[
-                "pool",
-                "join",
-                &pg.url_without_password(),
-                "--label",
-                label,
-                "--host",
-                name,
-                "--password-stdin",
-            ],
-            &format!("{}\n", pg.password()),
-        )
-        .await;
+        join(&d, pg, label, name).await;
         add.extend(["--label", label]);
     }
     d.ok(&add).await;
     (d, token)
-}
-
-async fn pool_status(d: &Daemon) -> serde_json::Value {
-    serde_json::from_str(&d.ok(&["pool", "status", "--json"]).await).unwrap()
 }
 
 /// Whether `pool status --json` of one host shows `host` alive (`None`: not listed).
@@ -97,12 +72,6 @@ fn alive(status: &serde_json::Value, host: &str) -> Option<bool> {
         .iter()
         .find(|h| h["host_id"] == host)
         .map(|h| h["alive"] == true)
-}
-
-/// The runners a host's `status` lists now (none while its service is down).
-async fn runners_of(socket: &PathBuf) -> Option<Vec<rm_proto::RunnerStatus>> {
-    let client = rm_proto::Client::connect(socket).await.ok()?;
-    client.status().await.ok().map(|s| s.runners)
 }
 
 /// Reads every host's `status` (connecting anew each round: a host may be down) until `stop`,
@@ -129,20 +98,6 @@ fn runner_processes(d: &Daemon) -> Vec<(u32, String)> {
     rm_testkit::harness::processes_under(&d.data_dir.join("runners"))
 }
 
-/// The last lines of each host's log, for failure messages.
-fn logs(hosts: &[(&str, &Daemon)]) -> String {
-    hosts
-        .iter()
-        .map(|(name, d)| {
-            let log = d.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-            format!("--- {name} (last 60 lines) ---\n{tail}")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Queues `count` jobs of `duration`, one run each, named `{prefix}-{i}`, asking for `labels`;
 /// answers their ids.
 fn queue(
@@ -167,39 +122,6 @@ fn queue(
                 .expect("the queued job")
         })
         .collect()
-}
-
-/// Waits until every job is completed and no runner is left, at GitHub nor on any host.
-async fn until_idle(gh: &FakeGitHub, hosts: &[(&str, &Daemon)], what: &str) {
-    let deadline = Duration::from_secs(180);
-    let start = Instant::now();
-    loop {
-        let mut left: Vec<String> = gh.runners().into_iter().map(|r| r.name).collect();
-        for (_, d) in hosts {
-            left.extend(
-                runners_of(&d.socket)
-                    .await
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|r| r.runner_name),
-            );
-        }
-        let waiting: Vec<_> = gh
-            .jobs()
-            .into_iter()
-            .filter(|j| j.status != JobStatus::Completed)
-            .map(|j| (j.id, j.name, j.status, j.runner_name))
-            .collect();
-        if waiting.is_empty() && left.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "{what}: not within {deadline:?}; jobs not done {waiting:?}, runners left {left:?}\n{}",
-            logs(hosts)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Every job of `queued` completed successfully, each on a runner of its own; answers job →

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
+use rm_e2e::pool::{join, logs, until_idle, TIMEOUTS};
 use rm_e2e::postgres::Cluster;
 use rm_e2e::{fake_github, routing_label, until, Daemon};
 use rm_testkit::{Conclusion, FakeGitHub, JobSpec, JobStatus};
@@ -207,21 +208,7 @@ async fn bad_pool_input_is_refused_with_the_fix_and_the_host_keeps_serving_its_o
     // (e) A database set up by a newer runner-manager: another host joins and sets up the
     // schema; then the schema says it is newer than this build.
     let other = Daemon::start(&gh).await;
-    other
-        .ok_stdin(
-            &[
-                "pool",
-                "join",
-                &pg.url_without_password(),
-                "--label",
-                LABEL,
-                "--host",
-                "h2",
-                "--password-stdin",
-            ],
-            &format!("{}\n", pg.password()),
-        )
-        .await;
+    join(&other, &pg, LABEL, "h2").await;
     other.stop().await.unwrap();
     assert_eq!(pg.psql("SELECT schema_version FROM rm_pool_meta"), "1");
     pg.psql("UPDATE rm_pool_meta SET schema_version = 99");
@@ -293,14 +280,6 @@ async fn bad_pool_input_is_refused_with_the_fix_and_the_host_keeps_serving_its_o
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
 }
 
-/// Registration and idle timeouts of 40 s (as in `pool.rs`): a surplus runner idles out within
-/// the wait for every runner to be gone, and is counted.
-const TIMEOUTS: [&str; 4] = [
-    "--registration-timeout-secs",
-    "40",
-    "--idle-timeout-secs",
-    "40",
-];
 const HOSTS: [&str; 2] = ["h1", "h2"];
 const CAPACITY: usize = 3;
 /// As long as the issue's outage.
@@ -315,20 +294,7 @@ async fn pooled_host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
     let d = Daemon::start_with(gh, &extra).await;
     d.sign_in(gh, "octo").await;
     d.ok(&["host", "set-capacity", &CAPACITY.to_string()]).await;
-    d.ok_stdin(
-        &[
-            "pool",
-            "join",
-            &pg.url_without_password(),
-            "--label",
-            LABEL,
-            "--host",
-            name,
-            "--password-stdin",
-        ],
-        &format!("{}\n", pg.password()),
-    )
-    .await;
+    join(&d, pg, LABEL, name).await;
     d.ok(&[
         "repo",
         "add",
@@ -388,46 +354,6 @@ async fn host_runners(hosts: &[Daemon]) -> Vec<String> {
     left
 }
 
-/// Every job done and no runner left, at GitHub or on a host.
-async fn until_idle(gh: &FakeGitHub, hosts: &[Daemon], what: &str) {
-    let deadline = Duration::from_secs(180);
-    let start = Instant::now();
-    loop {
-        let mut left: Vec<String> = gh.runners().into_iter().map(|r| r.name).collect();
-        left.extend(host_runners(hosts).await);
-        let waiting: Vec<_> = gh
-            .jobs()
-            .into_iter()
-            .filter(|j| j.status != JobStatus::Completed)
-            .map(|j| (j.id, j.name, j.status))
-            .collect();
-        if waiting.is_empty() && left.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "{what}: not within {deadline:?}; jobs not done {waiting:?}, runners left \
-             {left:?}\n{}",
-            logs(hosts)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn logs(hosts: &[Daemon]) -> String {
-    HOSTS
-        .iter()
-        .zip(hosts)
-        .map(|(name, d)| {
-            let log = d.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
-            format!("--- {name} (last 60 lines) ---\n{tail}")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself() {
     let gh = fake_github().await;
@@ -436,6 +362,7 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
     for name in HOSTS {
         hosts.push(pooled_host(&gh, &pg, name).await);
     }
+    let named: Vec<(&str, &Daemon)> = HOSTS.iter().copied().zip(&hosts).collect();
     for (name, d) in HOSTS.iter().zip(&hosts) {
         until(
             Duration::from_secs(60),
@@ -460,8 +387,8 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
     for i in 0..FIRST_BURST {
         all_jobs.insert(queue(&gh, &format!("up-{i}")));
     }
-    until_idle(&gh, &hosts, "the first burst done").await;
-    assert_eq!(registered(&gh), FIRST_BURST as u64, "{}", logs(&hosts));
+    until_idle(&gh, &named, "the first burst done").await;
+    assert_eq!(registered(&gh), FIRST_BURST as u64, "{}", logs(&named));
 
     // The database goes away; a burst is queued.
     let mut pg = tokio::task::spawn_blocking(move || {
@@ -557,7 +484,7 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
             registered(&gh),
             before,
             "a runner was registered with the pool database down\n{}",
-            logs(&hosts)
+            logs(&named)
         );
         assert!(gh.runners().is_empty(), "{:?}", gh.runners());
         let runners = host_runners(&hosts).await;
@@ -583,7 +510,7 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
     })
     .await
     .unwrap();
-    until_idle(&gh, &hosts, "every job done after the database came back").await;
+    until_idle(&gh, &named, "every job done after the database came back").await;
     eprintln!(
         "every job done {:.1} s after the database came back",
         resumed_at.elapsed().as_secs_f64()
@@ -613,7 +540,7 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
         registered(&gh),
         all_jobs.len() as u64,
         "runners registered ≠ jobs\n{}",
-        logs(&hosts)
+        logs(&named)
     );
 
     // Both services still run, connected again, and said so.
