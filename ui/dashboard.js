@@ -77,16 +77,22 @@ function renderHost(m) {
   );
 }
 
-// The pool of hosts this host serves in: its state, each host's room and who starts what.
+// The pool of hosts this host serves in: its state, each host's room and who runs what.
 function poolSection(p) {
   const down = p.state === "unreachable";
-  const hosts = (p.hosts || []).map((h) => `${h.host_id}${h.host_id === p.host_id ? " (this host)" : ""}: ${h.free} of ${h.capacity} free${h.claims ? `, starting ${h.claims}` : ""}${h.alive ? "" : ", silent"}`);
+  const jobText = (r) => (r.job_id ? `${r.job_name || "job"} (#${r.job_id})` : "no job yet");
+  const rows = (p.hosts || []).map((h) => el("tr", {},
+    el("td", {}, `${h.host_id}${h.host_id === p.host_id ? " (this host)" : ""}`, h.alive ? null : el("span", { class: "muted" }, " · silent")),
+    el("td", {}, `${h.free} of ${h.capacity} free${h.claims ? `, starting ${h.claims}` : ""}`),
+    el("td", {}, (h.running || []).length
+      ? el("ul", { class: "plain" }, ...h.running.map((r) => el("li", {}, `${r.target}: ${jobText(r)}`)))
+      : el("span", { class: "muted" }, "nothing"))));
   return el("div", { id: "pool" },
     el("div", { class: "row" }, el("span", {}, "Pool:"), el("code", {}, p.label),
       el("span", { class: `badge ${down ? "s-warn" : "s-ok"}` }, down ? "pool database unreachable" : p.state),
       el("span", { class: "muted" }, `${p.address} · this host is ${p.host_id}`)),
     down && p.message ? el("p", { class: "s-warn", role: "status" }, "Runners for the pool wait on every host until its database answers (running jobs go on). ", el("span", { class: "muted" }, p.message)) : null,
-    hosts.length ? el("p", { class: "muted" }, hosts.join(" · ")) : null);
+    rows.length ? el("table", { id: "pool-hosts" }, el("thead", {}, el("tr", {}, el("th", {}, "Host"), el("th", {}, "Room"), el("th", {}, "Runs"))), el("tbody", {}, rows)) : null);
 }
 
 function renderConcerns(m) {

@@ -1,15 +1,21 @@
 //! Regenerates `docs/screenshots/*.png` (run by `scripts/screenshots.sh`): the tray menu as the
 //! desktop's tray host reads it over D-Bus (drawn as an image: a headless session has no panel
-//! to capture), the sign-in window and the dashboard in their main states, light and dark.
+//! to capture), the sign-in window and the dashboard in their main states, light and dark, and
+//! the dashboard of a host in a pool of two.
 //! Real service, fake GitHub, the tray under Xvfb.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rm_e2e::pool::{join, pool_status};
+use rm_e2e::postgres::Cluster;
 use rm_e2e::tray::{Menu, Session, SessionOptions};
 use rm_e2e::{fake_github, routing_label, Daemon};
 use rm_testkit::{Conclusion, EndpointMatch, Fault, FaultRule, JobSpec, JobStatus};
+
+/// The label of the pool in the pool screenshot.
+const POOL_LABEL: &str = "rm-pool-linux-x64";
 
 /// Draws a menu like a panel's popup (ImageMagick's `label:`).
 fn draw_menu(menu: &Menu, title: &str, dark: bool, out: &Path) {
@@ -176,6 +182,70 @@ async fn main() {
         .await;
 
         if !dark {
+            // A pool of two hosts on one label: each host's room and who runs what.
+            let pg = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+            let d2 = Daemon::start(&gh).await;
+            d2.sign_in(&gh, "octo").await;
+            d2.ok(&["host", "set-capacity", "2"]).await;
+            join(&d, &pg, POOL_LABEL, "box1").await;
+            join(&d2, &pg, POOL_LABEL, "box2").await;
+            d.ok(&["repo", "set", "octo/hello", "--label", POOL_LABEL])
+                .await;
+            d2.ok(&["repo", "add", "octo/hello", "--label", POOL_LABEL])
+                .await;
+            gh.queue_run(
+                "octo/hello",
+                ["build", "test (linux)", "test (macos-arm)", "lint"]
+                    .iter()
+                    .map(|name| {
+                        JobSpec::new(name, &["self-hosted", POOL_LABEL])
+                            .duration(Duration::from_secs(60))
+                    })
+                    .collect(),
+            )
+            .unwrap();
+            // Both hosts shown running jobs in this host's view of the pool.
+            let start = Instant::now();
+            loop {
+                let pool = pool_status(&d).await;
+                let busy = pool["hosts"].as_array().map_or(0, |hosts| {
+                    hosts
+                        .iter()
+                        .filter(|h| {
+                            h["running"]
+                                .as_array()
+                                .is_some_and(|r| r.iter().any(|r| r["job_id"].is_u64()))
+                        })
+                        .count()
+                });
+                if busy == 2 {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(90),
+                    "both pool hosts running jobs: {pool}"
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            settle().await;
+            s.screenshot(&shot("dashboard-pool"), Some("runner-manager"))
+                .await;
+            for job in gh
+                .jobs()
+                .iter()
+                .filter(|j| j.status != JobStatus::Completed)
+            {
+                gh.finish_job(job.id, Conclusion::Cancelled).unwrap();
+            }
+            until("the pool's jobs done and its runners gone", || {
+                gh.jobs().iter().all(|j| j.status == JobStatus::Completed)
+                    && gh.runners().is_empty()
+            })
+            .await;
+            d2.stop().await.unwrap();
+            d.ok(&["pool", "leave"]).await;
+            tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+
             // A failing launch: attention, with the fix.
             gh.inject_fault(FaultRule::times(
                 EndpointMatch::name("repo_jitconfig"),

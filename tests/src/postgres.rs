@@ -71,11 +71,21 @@ pub struct Cluster {
     pub port: u16,
     child: Option<Child>,
     account: Option<(u32, u32)>,
+    /// Extra server settings (`name=value`, each given as `-c`), kept across restarts.
+    settings: Vec<String>,
 }
 
 impl Cluster {
     /// initdb, start, and create the database [`DATABASE`].
     pub fn start() -> Cluster {
+        Cluster::start_with(&[], |_| {})
+    }
+
+    /// As [`Cluster::start`], with extra server settings (`name=value`, e.g.
+    /// `shared_preload_libraries=pg_stat_statements`) and `prepare` run on the cluster's
+    /// directory before the server first starts (to place files the settings name, such as
+    /// certificates; [`Cluster::give_to_server`] hands them to the server's account).
+    pub fn start_with(settings: &[&str], prepare: impl FnOnce(&Cluster)) -> Cluster {
         let dir = tempfile::Builder::new().prefix("rm-pg").tempdir().unwrap();
         let account = server_account();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -111,7 +121,9 @@ impl Cluster {
             port: free_port(),
             child: None,
             account,
+            settings: settings.iter().map(|s| (*s).to_owned()).collect(),
         };
+        prepare(&cluster);
         cluster.resume();
         cluster.psql_in("postgres", &format!("CREATE DATABASE {DATABASE}"));
         cluster
@@ -176,6 +188,19 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
+    /// The cluster's directory. Its `data` is the data directory, from where the server reads
+    /// relative paths in file settings (`ssl_cert_file=server.crt` is `data/server.crt`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Makes `path` the server account's (it runs unprivileged when the tests run as root).
+    pub fn give_to_server(&self, path: &Path) {
+        if let Some((uid, gid)) = self.account {
+            std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
+        }
+    }
+
     /// The server's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
@@ -202,6 +227,7 @@ impl Cluster {
                 "-c",
                 "shared_buffers=16MB",
             ])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .current_dir(self.dir.path())
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,9 +1,10 @@
 //! A pool of hosts on one label: three services on one machine (each its own data directory,
 //! host name and runner root) against one fake GitHub and one real PostgreSQL serve jobs queued
-//! in bursts over two targets with just the pool's label in `runs-on`, some onto an idle pool,
+//! in bursts (200 jobs) over three targets with just the pool's label in `runs-on`, some onto an idle pool,
 //! some onto busy hosts. Afterwards runners started − jobs served = 0 (no surplus), every job
 //! ran once and succeeded, every host took part and none ever ran more than its capacity (or a
-//! target's limit) at once. The same three hosts not joined to a pool start a runner each for
+//! target's limit) at once, and every host's status showed who ran what across the pool. The
+//! same three hosts not joined to a pool start a runner each for
 //! the first burst's jobs (6 runners for 2 jobs): what keeps the count exact is the pool.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,9 +21,9 @@ use rm_testkit::{Conclusion, FakeConfig, FakeGitHub, JobSpec, JobStatus};
 
 /// The label jobs ask for to run on any host of the pool.
 const LABEL: &str = "rm-pool-test-x64";
-const REPOS: [&str; 2] = ["octo/hello", "octo/world"];
+const REPOS: [&str; 3] = ["octo/hello", "octo/world", "octo/tools"];
 const HOSTS: [&str; 3] = ["h1", "h2", "h3"];
-/// Each host's capacity: below what its two targets may ask for together (2 × [`MAX_RUNNERS`]),
+/// Each host's capacity: below what its targets may ask for together (3 × [`MAX_RUNNERS`]),
 /// so the capacity is what binds, and a burst is more than one host can take.
 const CAPACITY: usize = 3;
 /// Each target's limit on each host.
@@ -38,16 +39,19 @@ enum Lands {
     Busy,
 }
 
-/// The bursts, in order: how many jobs (alternating between the targets) and how each lands.
+/// The bursts, in order: how many jobs (in turn over the targets) and how each lands.
 /// A burst smaller than the pool's free room is where hosts each acting on their own start
 /// surplus runners (each sees every job queued); a burst queued right after would hand those
 /// runners jobs and hide the surplus, so each small one is followed by an idle pool (or the
 /// end), where a surplus runner idles out and stays counted.
-const BURSTS: [(usize, Lands); 5] = [
+const BURSTS: [(usize, Lands); 8] = [
     (2, Lands::Idle),
-    (8, Lands::Idle),
+    (40, Lands::Idle),
     (3, Lands::Busy),
-    (8, Lands::Busy),
+    (60, Lands::Busy),
+    (4, Lands::Idle),
+    (50, Lands::Busy),
+    (38, Lands::Busy),
     (3, Lands::Idle),
 ];
 const JOBS: usize = {
@@ -60,7 +64,7 @@ const JOBS: usize = {
 };
 const JOB_TIME: Duration = Duration::from_secs(2);
 
-/// One host: signed in, capacity set, joined to the pool, both targets pooled.
+/// One host: signed in, capacity set, joined to the pool, every target pooled.
 async fn host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
     let d = Daemon::start_with(gh, &TIMEOUTS).await;
     d.sign_in(gh, "octo").await;
@@ -98,10 +102,13 @@ fn alive_hosts(status: &serde_json::Value) -> BTreeSet<String> {
 struct Watched {
     /// Every runner it showed.
     runners: BTreeSet<String>,
-    /// Most runners at once.
+    /// Most runners holding a slot at once.
     most: usize,
-    /// Most runners of one target at once.
+    /// Most runners of one target holding a slot at once.
     most_per_target: usize,
+    /// Who runs what, as this host's status showed the pool: (host, runner, job) of every
+    /// runner some host reported running a job.
+    pool_runs: BTreeSet<(String, String, u64)>,
 }
 
 /// Reads every host's status until `stop`: which runners each started, and how many at once.
@@ -118,15 +125,34 @@ async fn watch(sockets: Vec<PathBuf>, stop: Arc<AtomicBool>) -> Vec<Watched> {
             let Ok(status) = client.status().await else {
                 continue;
             };
-            w.most = w.most.max(status.runners.len());
+            // A runner holds a slot until it concluded (its process gone); one that finished
+            // stays listed, without a slot, until its directory is scrubbed.
+            use rm_proto::RunnerState as S;
+            let live = status.runners.iter().filter(|r| {
+                matches!(
+                    r.state,
+                    S::Allocated | S::JitReceived | S::Starting | S::Idle | S::Busy
+                )
+            });
             let mut per_target: BTreeMap<&str, usize> = BTreeMap::new();
-            for r in &status.runners {
+            for r in live {
                 *per_target.entry(r.target.as_str()).or_default() += 1;
+            }
+            w.most = w.most.max(per_target.values().sum());
+            for r in &status.runners {
                 w.runners.insert(r.runner_name.clone());
             }
             w.most_per_target = w
                 .most_per_target
                 .max(per_target.values().copied().max().unwrap_or(0));
+            for h in status.pool.iter().flat_map(|p| &p.hosts) {
+                for r in &h.running {
+                    if let Some(job) = r.job_id {
+                        w.pool_runs
+                            .insert((h.host_id.clone(), r.runner.clone(), job));
+                    }
+                }
+            }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -294,6 +320,35 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
             !log.contains("exited_idle_without_work"),
             "a runner of {name} idled out unused:\n{log}"
         );
+    }
+
+    // Who runs what, as every host showed the pool: each runner shown running a job ran that
+    // job and belongs to the host it was shown under, and every host's runners were shown
+    // with their jobs, also on the hosts that do not read GitHub's listings themselves.
+    let runner_of: BTreeMap<u64, &str> = jobs
+        .iter()
+        .filter_map(|j| Some((j.id, j.runner_name.as_deref()?)))
+        .collect();
+    for (seen_by, w) in HOSTS.iter().zip(&watched) {
+        for (host, runner, job) in &w.pool_runs {
+            assert_eq!(
+                runner_of.get(job).copied(),
+                Some(runner.as_str()),
+                "{seen_by} showed {host} running job {job} on {runner}"
+            );
+            let owner = HOSTS.iter().position(|h| h == host).expect("a pool host");
+            assert!(
+                watched[owner].runners.contains(runner),
+                "{seen_by} showed {runner} under {host}, which never listed it"
+            );
+        }
+        for host in HOSTS {
+            assert!(
+                w.pool_runs.iter().any(|(h, _, _)| h == host),
+                "{seen_by} never showed {host} running a job: {:?}",
+                w.pool_runs
+            );
+        }
     }
 
     // The pool, as one host sees it: all three hosts alive, and no claim left once every job

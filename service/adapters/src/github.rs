@@ -134,7 +134,10 @@ impl GitHubPort for GitHubAdapter {
 
     async fn pooled_jobs(&self, target: &Target) -> Result<DemandSnapshot, GhError> {
         match self.pool() {
-            Some(pool) => pool.pooled_jobs(target, || self.queued_jobs(target)).await,
+            Some(pool) => {
+                pool.pooled_jobs(target, &self.client, || self.queued_jobs(target))
+                    .await
+            }
             None => self.queued_jobs(target).await,
         }
     }

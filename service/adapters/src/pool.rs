@@ -10,7 +10,8 @@
 
 use rm_agent::{DemandSnapshot, PoolClaim};
 use rm_core::{JobDemand, RunsOn, Target};
-use rm_pool::{Claim, PoolError, PoolHost, PoolStore, PoolUrl, StoreSettings};
+use rm_github::{GitHubClient, RunnerJob};
+use rm_pool::{Claim, PoolError, PoolHost, PoolStore, PoolUrl, Running, StoreSettings};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -203,15 +204,23 @@ impl Pool {
         }
     }
 
-    /// Renews this host's lease with what it can take, tells the runner ends the database
-    /// missed, and refreshes the pool's view for status. Called every third of the lease.
-    pub async fn heartbeat(&self, capacity: u32, free: u32) -> Result<(), PoolError> {
+    /// Renews this host's lease with what it can take and what its runners run, tells the
+    /// runner ends the database missed, and refreshes the pool's view for status. Called
+    /// every third of the lease.
+    pub async fn heartbeat(
+        &self,
+        capacity: u32,
+        free: u32,
+        running: Option<&[Running]>,
+    ) -> Result<(), PoolError> {
         let mut guard = self.connected().await?;
         let Some(store) = guard.as_mut() else {
             return Ok(());
         };
         let result = async {
-            store.heartbeat(&self.config.label, capacity, free).await?;
+            store
+                .heartbeat(&self.config.label, capacity, free, running)
+                .await?;
             let pending = std::mem::take(&mut *locked(&self.pending));
             for (i, (runner, ran_job)) in pending.iter().enumerate() {
                 if let Err(e) = store.finish(runner, *ran_job).await {
@@ -246,10 +255,13 @@ impl Pool {
 
     /// The target's queue as the pool sees it: read from GitHub by `read` and published when
     /// this host is the target's reader, else what the reader published; either way less the
-    /// jobs other hosts' runners are coming for. Without the database, `read` alone.
+    /// jobs other hosts' runners are coming for. Without the database, `read` alone. The
+    /// reader also publishes the jobs `client` saw runners take, and the others learn them
+    /// into their `client`, so every host knows what its runners run.
     pub async fn pooled_jobs<F, Fut, E>(
         &self,
         target: &Target,
+        client: &GitHubClient,
         read: F,
     ) -> Result<DemandSnapshot, E>
     where
@@ -279,7 +291,12 @@ impl Pool {
             let snapshot = read().await?;
             let queued: Vec<u64> = snapshot.jobs.iter().map(|j| j.job_id).collect();
             let assigned: Vec<String> = snapshot.runners_with_jobs.iter().cloned().collect();
-            let text = encode(&snapshot);
+            let taken: Vec<(String, RunnerJob)> = snapshot
+                .runners_with_jobs
+                .iter()
+                .filter_map(|r| client.job_of_runner(r).map(|j| (r.clone(), j)))
+                .collect();
+            let text = encode(&snapshot, &taken);
             let mut guard = match self.connected().await {
                 Ok(g) => g,
                 // Not published: the others read the previous queue once more.
@@ -306,7 +323,12 @@ impl Pool {
         }
         match store.published(&key).await {
             Ok(Some(published)) => match decode(&published.snapshot) {
-                Some(snapshot) => Ok(without(snapshot, &published.claimed_elsewhere)),
+                Some((snapshot, taken)) => {
+                    for (runner, job) in taken {
+                        client.learn_runner_job(&runner, job);
+                    }
+                    Ok(without(snapshot, &published.claimed_elsewhere))
+                }
                 None => {
                     tracing::warn!(gh_target = %target, "the pool's published queue is unreadable: reading GitHub");
                     drop(guard);
@@ -392,6 +414,22 @@ struct Published {
     jobs: Vec<PublishedJob>,
     is_floor: bool,
     runners_with_jobs: Vec<String>,
+    /// The job each of `runners_with_jobs` took, where the reader's listings showed it.
+    #[serde(default)]
+    taken: Vec<PublishedTaken>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PublishedTaken {
+    runner: String,
+    job_id: u64,
+    run_id: u64,
+    name: Option<String>,
+    repository: String,
+    workflow_name: Option<String>,
+    html_url: Option<String>,
+    status: String,
+    from_fork: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -407,7 +445,7 @@ struct PublishedJob {
     from_fork: bool,
 }
 
-fn encode(snapshot: &DemandSnapshot) -> String {
+fn encode(snapshot: &DemandSnapshot, taken: &[(String, RunnerJob)]) -> String {
     let published = Published {
         jobs: snapshot
             .jobs
@@ -431,14 +469,45 @@ fn encode(snapshot: &DemandSnapshot) -> String {
             .collect(),
         is_floor: snapshot.is_floor,
         runners_with_jobs: snapshot.runners_with_jobs.iter().cloned().collect(),
+        taken: taken
+            .iter()
+            .map(|(runner, j)| PublishedTaken {
+                runner: runner.clone(),
+                job_id: j.job_id,
+                run_id: j.run_id,
+                name: j.name.clone(),
+                repository: j.repository.clone(),
+                workflow_name: j.workflow_name.clone(),
+                html_url: j.html_url.clone(),
+                status: j.status.clone(),
+                from_fork: j.from_fork,
+            })
+            .collect(),
     };
     // Plain data: serialising it cannot fail.
     serde_json::to_string(&published).unwrap_or_default()
 }
 
-fn decode(text: &str) -> Option<DemandSnapshot> {
+fn decode(text: &str) -> Option<(DemandSnapshot, Vec<(String, RunnerJob)>)> {
     let published: Published = serde_json::from_str(text).ok()?;
-    Some(DemandSnapshot {
+    let taken = published
+        .taken
+        .into_iter()
+        .map(|t| {
+            let job = RunnerJob {
+                job_id: t.job_id,
+                run_id: t.run_id,
+                name: t.name,
+                repository: t.repository,
+                workflow_name: t.workflow_name,
+                html_url: t.html_url,
+                status: t.status,
+                from_fork: t.from_fork,
+            };
+            (t.runner, job)
+        })
+        .collect();
+    let snapshot = DemandSnapshot {
         jobs: published
             .jobs
             .into_iter()
@@ -457,7 +526,8 @@ fn decode(text: &str) -> Option<DemandSnapshot> {
             .collect(),
         is_floor: published.is_floor,
         runners_with_jobs: published.runners_with_jobs.into_iter().collect(),
-    })
+    };
+    Some((snapshot, taken))
 }
 
 #[cfg(test)]
@@ -489,7 +559,27 @@ mod tests {
             is_floor: true,
             runners_with_jobs: ["rm-abc".to_owned()].into_iter().collect(),
         };
-        assert_eq!(decode(&encode(&snapshot)), Some(snapshot));
+        let taken = vec![(
+            "rm-abc".to_owned(),
+            RunnerJob {
+                job_id: 1,
+                run_id: 7,
+                name: Some("build".into()),
+                repository: "octo/hello".into(),
+                workflow_name: Some("CI".into()),
+                html_url: None,
+                status: "in_progress".into(),
+                from_fork: false,
+            },
+        )];
+        assert_eq!(
+            decode(&encode(&snapshot, &taken)),
+            Some((snapshot.clone(), taken))
+        );
+        // What an earlier version published (no `taken`) still reads.
+        let older = encode(&snapshot, &[]).replace(",\"taken\":[]", "");
+        assert!(!older.contains("taken"), "{older}");
+        assert_eq!(decode(&older), Some((snapshot, Vec::new())));
         assert_eq!(decode("{not json"), None);
     }
 

@@ -134,6 +134,13 @@ impl GitHubClient {
         }
     }
 
+    /// Learns `runner`'s job from another host's reading of the listings (a pool's reader
+    /// publishes what its polls saw): kept as if this client had read it, so a host that does
+    /// not read a pooled target's listings itself still knows what its runners run.
+    pub fn learn_runner_job(&self, runner: &str, job: RunnerJob) {
+        self.inner.runner_jobs.note(runner, job);
+    }
+
     /// The job `runner_name` was last seen running (or having run), if a demand poll saw it.
     pub fn job_of_runner(&self, runner_name: &str) -> Option<RunnerJob> {
         self.inner

@@ -18,7 +18,11 @@ pub enum GitHubError {
     },
     /// GitHub has not answered (5xx or no answer) and the host-wide outage gate is closed: the
     /// request was not sent. Every target waits for `next_try` (see [`crate::outage`]).
-    #[error("GitHub has not answered since {since} ({failures} failed tries, last: {detail}); next try at {next_try}; check this machine's network, or https://www.githubstatus.com for an outage")]
+    #[error(
+        "GitHub has not answered since {} ({failures} failed tries, last: {detail}); next try at {}; check this machine's network, or https://www.githubstatus.com for an outage",
+        since.format("%H:%M:%S UTC"),
+        next_try.format("%H:%M:%S UTC")
+    )]
     Unreachable {
         /// The first failure of this outage.
         since: DateTime<Utc>,

@@ -30,6 +30,36 @@ pub enum PoolError {
     )]
     NotPostgres { address: String, detail: String },
     #[error(
+        "the server at {address} does not accept TLS: turn on ssl in its postgresql.conf (with \
+         a certificate), or drop sslmode from the pool URL on a trusted network"
+    )]
+    TlsNotOffered { address: String },
+    #[error(
+        "the certificate of the server at {address} is signed by an authority this host does \
+         not trust: {fix}"
+    )]
+    TlsUntrusted {
+        address: String,
+        /// `add sslrootcert=…`, or, when the URL has one, that it names another authority.
+        fix: String,
+    },
+    #[error(
+        "the certificate of the server at {address} is not valid for '{host}' (it is for \
+         {names}): write in the pool URL a host name the certificate lists, or give the server \
+         a certificate for '{host}'"
+    )]
+    TlsWrongName {
+        address: String,
+        /// As the pool URL names the server.
+        host: String,
+        names: String,
+    },
+    #[error(
+        "TLS with the server at {address} failed ({detail}): check the server's certificate \
+         (its dates, its key usage) and this host's clock"
+    )]
+    TlsFailed { address: String, detail: String },
+    #[error(
         "the pool database was set up by a newer runner-manager (schema {found}; this one \
          knows up to {supported}): update runner-manager on this host to join the pool"
     )]

@@ -7,7 +7,7 @@ use tokio_postgres::Client;
 use crate::error::PoolError;
 
 /// The schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// `pg_advisory_xact_lock` key of the migration ("rmpool" in ASCII).
 const MIGRATION_LOCK: i64 = 0x726d_706f_6f6c;
@@ -49,6 +49,16 @@ const STEPS: &[&str] = &[
      );
      CREATE INDEX rm_pool_claims_by_host ON rm_pool_claims (host_id);
      CREATE INDEX rm_pool_claims_by_target ON rm_pool_claims (target);",
+    // 2: who runs what: each host's runners as of its last heartbeat, with the job each was
+    // seen to take (none yet: starting or idle).
+    "CREATE TABLE rm_pool_running (
+         host_id  text NOT NULL,
+         runner   text NOT NULL,
+         target   text NOT NULL,
+         job_id   bigint,
+         job_name text,
+         PRIMARY KEY (host_id, runner)
+     );",
 ];
 
 /// Brings the schema to [`SCHEMA_VERSION`]; answers the version found before (0: a new

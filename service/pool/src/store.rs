@@ -49,6 +49,19 @@ pub struct PoolHost {
     pub alive: bool,
     /// Jobs it holds claims on.
     pub claims: u32,
+    /// Its runners as of its last heartbeat (kept as they were when its lease lapsed).
+    pub running: Vec<Running>,
+}
+
+/// One runner of a host, as the host's heartbeat reported it: who runs what.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Running {
+    pub runner: String,
+    /// The repository or organization it serves.
+    pub target: String,
+    /// The job it was seen to take; `None` while starting or idle.
+    pub job_id: Option<u64>,
+    pub job_name: Option<String>,
 }
 
 /// A runner a host started and has not yet been seen to take a job, bound to one queued job.
@@ -85,6 +98,9 @@ pub struct PoolStore {
     user: String,
     settings: StoreSettings,
     connection: tokio::task::JoinHandle<()>,
+    /// The runners this connection last wrote for this host: a heartbeat rewrites them only
+    /// when they changed (most heartbeats then cost one statement).
+    running_written: Option<Vec<Running>>,
 }
 
 impl Drop for PoolStore {
@@ -134,8 +150,29 @@ async fn bounded<T>(
     }
 }
 
+/// Connects with `tls` (rustls, or none) and runs the connection in its own task: the client
+/// alike either way.
+async fn open<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+) -> Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = config.connect(tls).await?;
+    let connection = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "pool database connection ended");
+        }
+    });
+    Ok((client, connection))
+}
+
 impl PoolStore {
-    /// Connects (within the timeout) and brings the schema up to date.
+    /// Connects (within the timeout) and brings the schema up to date. With TLS when the URL
+    /// asks for it (see [`crate::url`]); its failures are told with their fix, never as
+    /// unreachable.
     pub async fn connect(
         url: &PoolUrl,
         password: Option<&SecretString>,
@@ -145,10 +182,19 @@ impl PoolStore {
         config.connect_timeout(settings.timeout);
         let address = url.address();
         let user = url.user().to_owned();
-        let connected = tokio::time::timeout(settings.timeout, config.connect(NoTls)).await;
+        let connected = match url.tls() {
+            Some(tls) => {
+                let tls = crate::tls::connector(tls, &address)?;
+                tokio::time::timeout(settings.timeout, open(&config, tls)).await
+            }
+            None => tokio::time::timeout(settings.timeout, open(&config, NoTls)).await,
+        };
         let (mut client, connection) = match connected {
             Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(PoolError::from_driver(&e, &address, &user, true)),
+            Ok(Err(e)) => {
+                return Err(crate::tls::classify(&e, url)
+                    .unwrap_or_else(|| PoolError::from_driver(&e, &address, &user, true)))
+            }
             Err(_) => {
                 return Err(PoolError::Unreachable {
                     address,
@@ -156,11 +202,6 @@ impl PoolStore {
                 })
             }
         };
-        let connection = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::warn!(error = %e, "pool database connection ended");
-            }
-        });
         let migrated = tokio::time::timeout(
             settings.timeout,
             crate::schema::migrate(&mut client, &address, &user),
@@ -186,6 +227,7 @@ impl PoolStore {
             user,
             settings,
             connection,
+            running_written: None,
         })
     }
 
@@ -206,22 +248,67 @@ impl PoolStore {
         bounded(self.settings.timeout, &self.address, &self.user, work).await
     }
 
-    /// Renews this host's lease and says how much it can take now.
-    pub async fn heartbeat(&self, label: &str, capacity: u32, free: u32) -> Result<(), PoolError> {
+    /// Renews this host's lease, says how much it can take now and, when they changed since
+    /// the last heartbeat on this connection, which runners it has (who runs what; `None`:
+    /// not known now, the last written stand).
+    pub async fn heartbeat(
+        &mut self,
+        label: &str,
+        capacity: u32,
+        free: u32,
+        running: Option<&[Running]>,
+    ) -> Result<(), PoolError> {
         let (capacity, free) = (
             i32::try_from(capacity).unwrap_or(i32::MAX),
             i32::try_from(free).unwrap_or(i32::MAX),
         );
         let lease = self.settings.lease.as_secs_f64();
-        self.bounded(self.client.execute(
-            "INSERT INTO rm_pool_hosts (host_id, label, capacity, free, lease_until, seen_at)
-             VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), now())
-             ON CONFLICT (host_id) DO UPDATE SET label = $2, capacity = $3, free = $4,
-                 lease_until = now() + make_interval(secs => $5), seen_at = now()",
-            &[&self.settings.host_id, &label, &capacity, &free, &lease],
-        ))
-        .await
-        .map(|_| ())
+        let running = running.map(|r| {
+            let mut r = r.to_vec();
+            r.sort();
+            r
+        });
+        let rewrite = running.is_some() && self.running_written != running;
+        let host = self.settings.host_id.clone();
+        let client = &mut self.client;
+        let rows = running.clone().unwrap_or_default();
+        let work = async move {
+            const RENEW: &str =
+                "INSERT INTO rm_pool_hosts (host_id, label, capacity, free, lease_until, seen_at)
+                 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), now())
+                 ON CONFLICT (host_id) DO UPDATE SET label = $2, capacity = $3, free = $4,
+                     lease_until = now() + make_interval(secs => $5), seen_at = now()";
+            let renew: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                [&host, &label, &capacity, &free, &lease];
+            if !rewrite {
+                return client.execute(RENEW, &renew).await.map(|_| ());
+            }
+            let tx = client.transaction().await?;
+            tx.execute(RENEW, &renew).await?;
+            tx.execute("DELETE FROM rm_pool_running WHERE host_id = $1", &[&host])
+                .await?;
+            let runners: Vec<&str> = rows.iter().map(|r| r.runner.as_str()).collect();
+            let targets: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
+            let jobs: Vec<Option<i64>> = rows
+                .iter()
+                .map(|r| r.job_id.and_then(|j| i64::try_from(j).ok()))
+                .collect();
+            let names: Vec<Option<&str>> = rows.iter().map(|r| r.job_name.as_deref()).collect();
+            tx.execute(
+                "INSERT INTO rm_pool_running (host_id, runner, target, job_id, job_name)
+                 SELECT $1, r, t, j, n
+                 FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(r, t, j, n)
+                 ON CONFLICT DO NOTHING",
+                &[&host, &runners, &targets, &jobs, &names],
+            )
+            .await?;
+            tx.commit().await
+        };
+        bounded(self.settings.timeout, &self.address, &self.user, work).await?;
+        if rewrite {
+            self.running_written = running;
+        }
+        Ok(())
     }
 
     /// Claims one queued job of `target` for `runner`, before the runner is started: the first
@@ -321,7 +408,7 @@ impl PoolStore {
             .collect())
     }
 
-    /// The pool's hosts, with their free capacity and how many claims each holds.
+    /// The pool's hosts, with their free capacity, how many claims each holds and its runners.
     pub async fn hosts(&self) -> Result<Vec<PoolHost>, PoolError> {
         let rows = self
             .bounded(self.client.query(
@@ -331,16 +418,37 @@ impl PoolStore {
                 &[],
             ))
             .await?;
+        let running = self
+            .bounded(self.client.query(
+                "SELECT host_id, runner, target, job_id, job_name FROM rm_pool_running
+                 ORDER BY host_id, target, runner",
+                &[],
+            ))
+            .await?;
         let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
         Ok(rows
             .iter()
-            .map(|r| PoolHost {
-                host_id: r.get(0),
-                label: r.get(1),
-                capacity: u32::try_from(r.get::<_, i32>(2)).unwrap_or(0),
-                free: u32::try_from(r.get::<_, i32>(3)).unwrap_or(0),
-                alive: r.get(4),
-                claims: count(r.get(5)),
+            .map(|r| {
+                let host_id: String = r.get(0);
+                let running = running
+                    .iter()
+                    .filter(|x| x.get::<_, &str>(0) == host_id)
+                    .map(|x| Running {
+                        runner: x.get(1),
+                        target: x.get(2),
+                        job_id: x.get::<_, Option<i64>>(3).map(job_id),
+                        job_name: x.get(4),
+                    })
+                    .collect();
+                PoolHost {
+                    host_id,
+                    label: r.get(1),
+                    capacity: u32::try_from(r.get::<_, i32>(2)).unwrap_or(0),
+                    free: u32::try_from(r.get::<_, i32>(3)).unwrap_or(0),
+                    alive: r.get(4),
+                    claims: count(r.get(5)),
+                    running,
+                }
             })
             .collect())
     }
@@ -481,7 +589,7 @@ impl PoolStore {
         }))
     }
 
-    /// Leaves the pool: this host's claims and row are deleted (its jobs are placed elsewhere
+    /// Leaves the pool: this host's claims, runners and row are deleted (its jobs are placed elsewhere
     /// at once, not after the lease) and its reader leases end, so another host takes over
     /// at once; the last snapshot is kept for the others to act on until then.
     pub async fn leave(&mut self) -> Result<(), PoolError> {
@@ -496,10 +604,14 @@ impl PoolStore {
                 &[&host],
             )
             .await?;
+            tx.execute("DELETE FROM rm_pool_running WHERE host_id = $1", &[&host])
+                .await?;
             tx.execute("DELETE FROM rm_pool_hosts WHERE host_id = $1", &[&host])
                 .await?;
             tx.commit().await
         };
-        bounded(self.settings.timeout, &self.address, &self.user, work).await
+        bounded(self.settings.timeout, &self.address, &self.user, work).await?;
+        self.running_written = None;
+        Ok(())
     }
 }

@@ -2,8 +2,8 @@
 //! `support`): claims that never overlap and stay one to one with queued jobs when runners
 //! take each other's jobs, claims settled by the reader's publish and by runners ending,
 //! leases that place a silent host's jobs elsewhere, one demand reader per target, the schema
-//! migrated once and a newer one refused, an unreachable database reported as such and
-//! recovered from, and bad input named.
+//! migrated once (and from the first version) and a newer one refused, who runs what on each
+//! host, an unreachable database reported as such and recovered from, and bad input named.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -11,7 +11,8 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use rm_pool::{Claim, PoolError, PoolStore, PoolUrl, StoreSettings};
+use rm_pool::schema::SCHEMA_VERSION;
+use rm_pool::{Claim, PoolError, PoolStore, PoolUrl, Running, StoreSettings};
 use support::Cluster;
 
 /// Short leases, so expiry is tested in seconds; long enough that a busy machine's stalls
@@ -33,8 +34,8 @@ async fn store(cluster: &Cluster, host: &str, lease: Duration) -> PoolStore {
 
 /// A live host.
 async fn host(cluster: &Cluster, name: &str, lease: Duration) -> PoolStore {
-    let s = store(cluster, name, lease).await;
-    s.heartbeat("rm-pool-linux-x64", 4, 4).await.unwrap();
+    let mut s = store(cluster, name, lease).await;
+    s.heartbeat("rm-pool-linux-x64", 4, 4, None).await.unwrap();
     s
 }
 
@@ -218,14 +219,14 @@ async fn a_silent_hosts_claims_are_placed_elsewhere_after_its_lease() {
     // While `a` heartbeats, its claims hold (as while its runners are being brought up).
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        a.heartbeat("l", 4, 2).await.unwrap();
-        b.heartbeat("l", 4, 4).await.unwrap();
+        a.heartbeat("l", 4, 2, None).await.unwrap();
+        b.heartbeat("l", 4, 4, None).await.unwrap();
         assert_eq!(b.claim(TARGET, "rb1", &[1, 2]).await.unwrap(), None);
     }
     // `a` goes silent (crashed, cut off): after its lease its jobs are `b`'s to take, and
     // `a` itself, unheard, claims nothing.
     tokio::time::sleep(LEASE + Duration::from_millis(300)).await;
-    b.heartbeat("l", 4, 4).await.unwrap();
+    b.heartbeat("l", 4, 4, None).await.unwrap();
     assert_eq!(a.claim(TARGET, "ra3", &[1, 2]).await.unwrap(), None);
     assert_eq!(b.claim(TARGET, "rb1", &[1, 2]).await.unwrap(), Some(1));
     assert_eq!(b.claim(TARGET, "rb2", &[1, 2]).await.unwrap(), Some(2));
@@ -247,14 +248,14 @@ async fn a_claim_waits_for_its_runner_only_within_the_bring_up_bound() {
     let mut other = PoolStore::connect(&url, pw.as_ref(), settings)
         .await
         .unwrap();
-    slow.heartbeat("l", 1, 1).await.unwrap();
-    other.heartbeat("l", 1, 1).await.unwrap();
+    slow.heartbeat("l", 1, 1, None).await.unwrap();
+    other.heartbeat("l", 1, 1, None).await.unwrap();
     publish(&mut other, &[7], &[]).await;
     assert_eq!(slow.claim(TARGET, "rs", &[7]).await.unwrap(), Some(7));
     assert_eq!(other.claim(TARGET, "ro", &[7]).await.unwrap(), None);
     tokio::time::sleep(LEASE + Duration::from_millis(300)).await;
-    slow.heartbeat("l", 1, 0).await.unwrap();
-    other.heartbeat("l", 1, 1).await.unwrap();
+    slow.heartbeat("l", 1, 0, None).await.unwrap();
+    other.heartbeat("l", 1, 1, None).await.unwrap();
     // The reader's next publish drops it, the job still queued.
     publish(&mut other, &[7], &[]).await;
     assert!(
@@ -300,7 +301,7 @@ async fn one_host_reads_a_targets_demand_and_the_others_read_what_it_published()
 
     // The reader goes silent: another host takes over after the lease, keeping the snapshot.
     tokio::time::sleep(LEASE + Duration::from_millis(300)).await;
-    b.heartbeat("l", 4, 4).await.unwrap();
+    b.heartbeat("l", 4, 4, None).await.unwrap();
     assert!(b.lead(TARGET).await.unwrap());
     assert!(!a.lead(TARGET).await.unwrap());
     assert_eq!(
@@ -346,7 +347,10 @@ async fn the_schema_is_set_up_once_by_whoever_comes_first_and_a_newer_one_is_ref
     for j in joins {
         j.await.unwrap().unwrap();
     }
-    assert_eq!(pg.psql("SELECT schema_version FROM rm_pool_meta"), "1");
+    assert_eq!(
+        pg.psql("SELECT schema_version FROM rm_pool_meta"),
+        SCHEMA_VERSION.to_string()
+    );
     assert_eq!(pg.psql("SELECT count(*) FROM rm_pool_meta"), "1");
 
     pg.psql("UPDATE rm_pool_meta SET schema_version = 99");
@@ -359,7 +363,7 @@ async fn the_schema_is_set_up_once_by_whoever_comes_first_and_a_newer_one_is_ref
             err,
             PoolError::NewerSchema {
                 found: 99,
-                supported: 1
+                supported: SCHEMA_VERSION
             }
         ),
         "{err:?}"
@@ -379,7 +383,7 @@ async fn a_database_that_goes_away_is_unreachable_until_it_answers_again() {
     publish(&mut a, &[1], &[]).await;
     assert_eq!(a.claim(TARGET, "ra", &[1]).await.unwrap(), Some(1));
     pg.halt();
-    let err = a.heartbeat("l", 2, 2).await.unwrap_err();
+    let err = a.heartbeat("l", 2, 2, None).await.unwrap_err();
     assert!(err.is_unreachable(), "{err:?}");
     assert!(a.is_closed());
     let (url, pw) = PoolUrl::parse(&pg.url()).unwrap();
@@ -475,4 +479,112 @@ async fn a_host_that_leaves_frees_its_jobs_and_its_reading_at_once() {
         "the last snapshot stays until the new reader publishes"
     );
     assert!(b.hosts().await.unwrap().iter().all(|h| h.host_id != "a"));
+}
+
+fn running(runner: &str, target: &str, job: Option<(u64, &str)>) -> Running {
+    Running {
+        runner: runner.to_owned(),
+        target: target.to_owned(),
+        job_id: job.map(|(id, _)| id),
+        job_name: job.map(|(_, name)| name.to_owned()),
+    }
+}
+
+/// (host, its runners) as `s` reads the pool.
+async fn who_runs_what(s: &PoolStore) -> Vec<(String, Vec<Running>)> {
+    s.hosts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.host_id, h.running))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_host_shows_the_others_who_runs_what_as_of_its_last_heartbeat() {
+    let pg = Cluster::start();
+    let mut a = host(&pg, "a", LONG).await;
+    let mut b = host(&pg, "b", LONG).await;
+    let starting = running("rm-a-1", "octo/hello", None);
+    let busy = running("rm-a-2", "octo/world", Some((42, "build (linux)")));
+    a.heartbeat("l", 4, 2, Some(&[busy.clone(), starting.clone()]))
+        .await
+        .unwrap();
+    b.heartbeat(
+        "l",
+        4,
+        3,
+        Some(&[running("rm-b-1", "octo/hello", Some((7, "test")))]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        who_runs_what(&b).await,
+        vec![
+            ("a".to_owned(), vec![starting.clone(), busy.clone()]),
+            (
+                "b".to_owned(),
+                vec![running("rm-b-1", "octo/hello", Some((7, "test")))]
+            ),
+        ],
+        "by host, then target and runner"
+    );
+
+    // The starting runner took a job; the busy one ended: the next heartbeat says so.
+    let took = running("rm-a-1", "octo/hello", Some((43, "lint")));
+    a.heartbeat("l", 4, 3, Some(std::slice::from_ref(&took)))
+        .await
+        .unwrap();
+    assert_eq!(who_runs_what(&b).await[0].1, vec![took.clone()]);
+
+    // An unchanged list is not written again: rows changed behind its back stay changed
+    // until the host's runners change (one statement per heartbeat when nothing happened).
+    pg.psql("UPDATE rm_pool_running SET job_name = 'edited' WHERE host_id = 'a'");
+    a.heartbeat("l", 4, 3, Some(std::slice::from_ref(&took)))
+        .await
+        .unwrap();
+    assert_eq!(
+        who_runs_what(&b).await[0].1[0].job_name.as_deref(),
+        Some("edited")
+    );
+
+    // A host that leaves takes its runners out of the view with it; one whose lease lapsed
+    // keeps them (shown not alive: what it ran when it was last heard of).
+    a.leave().await.unwrap();
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM rm_pool_running WHERE host_id = 'a'"),
+        "0"
+    );
+    assert_eq!(who_runs_what(&b).await.len(), 1);
+    let mut c = host(&pg, "c", Duration::from_secs(1)).await;
+    c.heartbeat("l", 2, 1, Some(&[running("rm-c-1", "octo/hello", None)]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let hosts = b.hosts().await.unwrap();
+    let c_row = hosts.iter().find(|h| h.host_id == "c").unwrap();
+    assert!(!c_row.alive);
+    assert_eq!(c_row.running, vec![running("rm-c-1", "octo/hello", None)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_the_first_schema_is_brought_up_to_date_without_losing_claims() {
+    let pg = Cluster::start();
+    let mut a = host(&pg, "a", LONG).await;
+    publish(&mut a, &[5], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra", &[5]).await.unwrap(), Some(5));
+    drop(a);
+    // The database as a host of schema 1 left it.
+    pg.psql("DROP TABLE rm_pool_running");
+    pg.psql("UPDATE rm_pool_meta SET schema_version = 1");
+    let mut b = host(&pg, "b", LONG).await;
+    assert_eq!(
+        pg.psql("SELECT schema_version FROM rm_pool_meta"),
+        SCHEMA_VERSION.to_string()
+    );
+    b.heartbeat("l", 4, 4, Some(&[running("rm-b-1", "octo/hello", None)]))
+        .await
+        .unwrap();
+    assert_eq!(who_runs_what(&b).await[1].1.len(), 1);
+    assert_eq!(claims(&b).await, vec![c(5, "ra", false)], "claims kept");
 }

@@ -87,6 +87,22 @@ pub struct PoolHostStatus {
     pub alive: bool,
     /// Runners it is starting for queued jobs.
     pub claims: u32,
+    /// Its runners and the job each runs, as of its last heartbeat: who runs what.
+    #[serde(default)]
+    pub running: Vec<PoolRunnerStatus>,
+}
+
+/// One runner of a pool host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRunnerStatus {
+    pub runner: String,
+    /// The repository or organization it serves.
+    pub target: String,
+    /// The job it runs (or ran); absent while it starts or waits for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -115,6 +115,14 @@ pub fn render(s: &PoolStatus) -> String {
                     " · silent (its jobs go to the others)"
                 }
             ));
+            for r in &h.running {
+                let job = match (r.job_id, &r.job_name) {
+                    (Some(id), Some(name)) => format!("job {id} ({name})"),
+                    (Some(id), None) => format!("job {id}"),
+                    _ => "no job yet".to_owned(),
+                };
+                out.push_str(&format!("    {}: {job} on {}\n", r.target, r.runner));
+            }
         }
     }
     if !s.claims.is_empty() {
@@ -127,4 +135,57 @@ pub fn render(s: &PoolStatus) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rm_proto::{PoolHostStatus, PoolRunnerStatus};
+
+    #[test]
+    fn each_host_is_shown_with_what_its_runners_run() {
+        let runner = |name: &str, job: Option<(u64, &str)>| PoolRunnerStatus {
+            runner: name.into(),
+            target: "octo/hello".into(),
+            job_id: job.map(|j| j.0),
+            job_name: job.map(|j| j.1.to_owned()),
+        };
+        let status = PoolStatus {
+            label: "rm-pool".into(),
+            address: "db:5432".into(),
+            host_id: "h1".into(),
+            state: "connected".into(),
+            message: None,
+            since: None,
+            hosts: vec![
+                PoolHostStatus {
+                    host_id: "h1".into(),
+                    capacity: 3,
+                    free: 1,
+                    alive: true,
+                    claims: 1,
+                    running: vec![runner("rm-a", Some((42, "build"))), runner("rm-b", None)],
+                },
+                PoolHostStatus {
+                    host_id: "h2".into(),
+                    capacity: 2,
+                    free: 2,
+                    alive: false,
+                    claims: 0,
+                    running: vec![],
+                },
+            ],
+            claims: vec![],
+        };
+        let text = render(&status);
+        assert_eq!(
+            text,
+            "Pool 'rm-pool' at db:5432 · this host: h1 · connected\n\
+             Hosts:\n\
+             \x20 h1 (this host): 1 of 3 free, starting 1\n\
+             \x20   octo/hello: job 42 (build) on rm-a\n\
+             \x20   octo/hello: no job yet on rm-b\n\
+             \x20 h2: 2 of 2 free, starting 0 · silent (its jobs go to the others)\n"
+        );
+    }
 }

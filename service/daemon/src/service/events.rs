@@ -21,6 +21,16 @@ pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
             }
             Err(RecvError::Closed) => return,
         };
+        if matches!(
+            event.kind,
+            EventKind::Launched { .. }
+                | EventKind::StateChanged { .. }
+                | EventKind::Concluded { .. }
+                | EventKind::Cleaned { .. }
+        ) {
+            // The pool's view of this host (its runners, its free room) changed.
+            daemon.pool.runners_changed();
+        }
         if handle(&daemon, &event).await {
             daemon.publish_status().await;
         }

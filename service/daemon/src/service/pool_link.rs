@@ -9,11 +9,13 @@ use rm_adapters::PoolSlot;
 use rm_agent::JournalPort;
 use rm_core::Label;
 use rm_credstore::{SecretStore, StoredCredential};
-use rm_pool::{PoolUrl, StoreSettings};
-use rm_proto::{ApiError, PoolClaimStatus, PoolHostStatus, PoolJoin, PoolStatus};
+use rm_pool::{PoolUrl, Running, StoreSettings};
+use rm_proto::{ApiError, PoolClaimStatus, PoolHostStatus, PoolJoin, PoolRunnerStatus, PoolStatus};
 use secrecy::SecretString;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
+use std::time::Instant;
 
 /// Journal meta keys of the pool (never the password).
 mod meta {
@@ -32,7 +34,14 @@ pub struct PoolLink {
     pub slot: PoolSlot,
     secret: Box<dyn SecretStore>,
     pub lease: Duration,
+    /// A runner of this host changed (started, took a job, ended) since the last heartbeat:
+    /// the next one goes out within [`NEWS_CHECK`], not a third of the lease later.
+    news: AtomicBool,
 }
+
+/// How often the heartbeat task looks for news to tell the pool (a flag and a counter: no
+/// database statement unless there is news or a heartbeat is due).
+const NEWS_CHECK: Duration = Duration::from_secs(1);
 
 fn bad(what: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(what.to_string())
@@ -61,7 +70,13 @@ impl PoolLink {
             slot: PoolSlot::default(),
             secret,
             lease,
+            news: AtomicBool::new(false),
         }
+    }
+
+    /// One of this host's runners changed: the pool hears of it at the next news check.
+    pub fn runners_changed(&self) {
+        self.news.store(true, Ordering::Relaxed);
     }
 
     pub fn pool(&self) -> Option<Arc<Pool>> {
@@ -102,8 +117,8 @@ impl PoolLink {
                 return;
             }
         };
-        let url = match PoolUrl::parse(&url) {
-            Ok((url, _)) => url,
+        let url = match PoolUrl::parse_stored(&url) {
+            Ok(url) => url,
             Err(error) => {
                 tracing::warn!(%error, "the stored pool URL is unusable: serving alone until `runner-manager pool join`");
                 return;
@@ -163,8 +178,8 @@ impl PoolLink {
             label: label.clone(),
             settings: self.settings(&host),
         }));
-        let (capacity, free) = room(daemon).await;
-        pool.heartbeat(capacity, free)
+        let room = room(daemon).await;
+        pool.heartbeat(room.capacity, room.free, room.running.as_deref())
             .await
             .map_err(|e| bad(format!("{e} (this host did not join)")))?;
         // Kept: the password first, so a restart never finds a pool without it.
@@ -241,8 +256,17 @@ impl PoolLink {
     }
 }
 
-/// The host's capacity and its free slots now (the pool's view of this host).
-async fn room(daemon: &Daemon) -> (u32, u32) {
+/// What this host tells the pool of itself at each heartbeat.
+struct Room {
+    capacity: u32,
+    free: u32,
+    /// Its runners, each with the job it was seen to take: who runs what (`None` when the
+    /// journal could not be read: the pool keeps what it was told last).
+    running: Option<Vec<Running>>,
+}
+
+/// The host's capacity, its free slots and its runners now (the pool's view of this host).
+async fn room(daemon: &Daemon) -> Room {
     let capacity = daemon.journal.host_capacity().await.unwrap_or(0);
     let active = daemon
         .journal
@@ -250,7 +274,39 @@ async fn room(daemon: &Daemon) -> (u32, u32) {
         .await
         .map(|c| c.total)
         .unwrap_or(capacity);
-    (capacity, capacity.saturating_sub(active))
+    let read = daemon
+        .journal
+        .with(|j| Ok((j.uncleaned_attempts()?, j.list_policies()?)))
+        .await;
+    let running = match read {
+        Ok((attempts, policies)) => Some(
+            attempts
+                .iter()
+                .map(|a| {
+                    let job = super::status::job_of(&daemon.client, a.runner_name());
+                    Running {
+                        runner: a.runner_name().to_string(),
+                        target: policies
+                            .iter()
+                            .find(|p| p.id() == a.policy_id())
+                            .map(|p| p.target().to_string())
+                            .unwrap_or_default(),
+                        job_id: job.as_ref().and_then(|j| j.id),
+                        job_name: job.and_then(|j| j.name),
+                    }
+                })
+                .collect(),
+        ),
+        Err(error) => {
+            tracing::debug!(%error, "pool heartbeat: this host's runners");
+            None
+        }
+    };
+    Room {
+        capacity,
+        free: capacity.saturating_sub(active),
+        running,
+    }
 }
 
 fn status_of(pool: &Pool) -> PoolStatus {
@@ -280,6 +336,16 @@ fn status_of(pool: &Pool) -> PoolStatus {
                 free: h.free,
                 alive: h.alive,
                 claims: h.claims,
+                running: h
+                    .running
+                    .into_iter()
+                    .map(|r| PoolRunnerStatus {
+                        runner: r.runner,
+                        target: r.target,
+                        job_id: r.job_id,
+                        job_name: r.job_name,
+                    })
+                    .collect(),
             })
             .collect(),
         claims: view
@@ -296,30 +362,43 @@ fn status_of(pool: &Pool) -> PoolStatus {
 }
 
 /// Keeps this host's lease: a heartbeat every third of the lease while it is in a pool (and
-/// the database is asked again after a failure, so launching resumes by itself); watchers
-/// hear when the pool's health changes.
+/// the database is asked again after a failure, so launching resumes by itself), and sooner,
+/// within [`NEWS_CHECK`], when its runners changed or a runner's job was learnt, so the pool's
+/// "who runs what" and free room follow the jobs; watchers hear when the pool's view changes.
 pub async fn heartbeat(daemon: Arc<Daemon>) {
     let every = daemon.pool.lease / 3;
     let mut last: Option<PoolStatus> = None;
+    let mut last_beat: Option<Instant> = None;
+    let mut jobs_seen = daemon.client.runner_jobs_version();
     loop {
         if let Some(pool) = daemon.pool.pool() {
-            let (capacity, free) = room(&daemon).await;
-            if let Err(error) = pool.heartbeat(capacity, free).await {
-                tracing::debug!(%error, "pool heartbeat");
-            }
-            let now = status_of(&pool);
-            if last.as_ref() != Some(&now) {
-                let was_down = last.as_ref().is_some_and(|l| l.state == "unreachable");
-                if was_down && now.state == "connected" {
-                    // Back: pooled launches were held meanwhile; look again now.
-                    daemon.wake.notify_one();
+            let jobs_now = daemon.client.runner_jobs_version();
+            let news = daemon.pool.news.swap(false, Ordering::Relaxed) || jobs_now != jobs_seen;
+            if news || last_beat.is_none_or(|t| t.elapsed() >= every) {
+                jobs_seen = jobs_now;
+                last_beat = Some(Instant::now());
+                let room = room(&daemon).await;
+                if let Err(error) = pool
+                    .heartbeat(room.capacity, room.free, room.running.as_deref())
+                    .await
+                {
+                    tracing::debug!(%error, "pool heartbeat");
                 }
-                last = Some(now);
-                daemon.publish_status().await;
+                let now = status_of(&pool);
+                if last.as_ref() != Some(&now) {
+                    let was_down = last.as_ref().is_some_and(|l| l.state == "unreachable");
+                    if was_down && now.state == "connected" {
+                        // Back: pooled launches were held meanwhile; look again now.
+                        daemon.wake.notify_one();
+                    }
+                    last = Some(now);
+                    daemon.publish_status().await;
+                }
             }
         } else {
             last = None;
+            last_beat = None;
         }
-        tokio::time::sleep(every).await;
+        tokio::time::sleep(NEWS_CHECK.min(every)).await;
     }
 }
