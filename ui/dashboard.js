@@ -79,7 +79,8 @@ function renderHost(m) {
 
 // The pool of hosts this host serves in: its state, each host's room and who runs what.
 function poolSection(p) {
-  const down = p.state === "unreachable";
+  const down = p.state === "unreachable" || p.state === "refused";
+  const downText = p.state === "refused" ? "pool database refuses this host" : "pool database unreachable";
   const jobText = (r) => (r.job_id ? `${r.job_name || "job"} (#${r.job_id})` : "no job yet");
   const rows = (p.hosts || []).map((h) => el("tr", {},
     el("td", {}, `${h.host_id}${h.host_id === p.host_id ? " (this host)" : ""}`, h.alive ? null : el("span", { class: "muted" }, " · silent")),
@@ -89,7 +90,7 @@ function poolSection(p) {
       : el("span", { class: "muted" }, "nothing"))));
   return el("div", { id: "pool" },
     el("div", { class: "row" }, el("span", {}, "Pool:"), el("code", {}, p.label),
-      el("span", { class: `badge ${down ? "s-warn" : "s-ok"}` }, down ? "pool database unreachable" : p.state),
+      el("span", { class: `badge ${down ? "s-warn" : "s-ok"}` }, down ? downText : p.state),
       el("span", { class: "muted" }, `${p.address} · this host is ${p.host_id}`)),
     down && p.message ? el("p", { class: "s-warn", role: "status" }, "Runners for the pool wait on every host until its database answers (running jobs go on). ", el("span", { class: "muted" }, p.message)) : null,
     rows.length ? el("table", { id: "pool-hosts" }, el("thead", {}, el("tr", {}, el("th", {}, "Host"), el("th", {}, "Room"), el("th", {}, "Runs"))), el("tbody", {}, rows)) : null);

@@ -3,7 +3,9 @@
 //! listening is refused with the fix, joins nothing, keeps no secret in the log, and the host
 //! goes on serving its own targets; a pool database down for 30 s holds pooled launches on
 //! every host (no runner for a job that another host might start one for too) and, back, the
-//! hosts resume by themselves with as many runners as jobs.
+//! hosts resume by themselves with as many runners as jobs; a database that refuses a joined
+//! host (here: a schema moved on by an updated host) is shown as refused, with the fix, holds
+//! pooled launches, and is found again by itself once put right.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -594,5 +596,71 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
     for d in hosts {
         d.stop().await.unwrap();
     }
+    tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_database_that_refuses_a_joined_host_is_shown_with_the_fix_and_resumes_once_fixed() {
+    let gh = fake_github().await;
+    let pg = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let d = pooled_host(&gh, &pg, "h1").await;
+    let hosts = [d];
+    until(Duration::from_secs(60), "connected", || async {
+        (pool_states(&hosts).await[0]["state"] == "connected").then_some(())
+    })
+    .await;
+
+    // Another host, updated, moved the schema on; this host's connection drops, and when it
+    // connects again the database is of a schema it does not know.
+    let version = pg.psql("SELECT schema_version FROM rm_pool_meta");
+    pg.psql("UPDATE rm_pool_meta SET schema_version = 99");
+    pg.psql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = 'runner-manager'",
+    );
+    let job = queue(&gh, "while-refused");
+    let state = until(
+        Duration::from_secs(60),
+        "the pool shown refused",
+        || async {
+            let p = pool_states(&hosts).await.remove(0);
+            (p["state"] == "refused").then_some(p)
+        },
+    )
+    .await;
+    let message = state["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("newer runner-manager") && message.contains("update runner-manager"),
+        "{state}"
+    );
+    let text = hosts[0].ok(&["status"]).await;
+    assert!(
+        text.contains("the pool database refuses this host") && text.contains("schema 99"),
+        "{text}"
+    );
+    // Nothing starts for the pooled job meanwhile (another host may be starting one).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(registered(&gh), 0, "{}", hosts[0].log());
+    assert_eq!(
+        gh.job(job).map(|j| j.status),
+        Some(JobStatus::Queued),
+        "the job waits"
+    );
+
+    // Put right: the host finds the pool again by itself (asked again after its pause, at
+    // most 30 s) and the job runs.
+    pg.psql(&format!(
+        "UPDATE rm_pool_meta SET schema_version = {version}"
+    ));
+    until(Duration::from_secs(90), "the job done", || async {
+        gh.job(job)
+            .filter(|j| j.status == JobStatus::Completed)
+            .map(|_| ())
+    })
+    .await;
+    assert_eq!(pool_states(&hosts).await[0]["state"], "connected");
+    assert_eq!(registered(&gh), 1);
+    let [d] = hosts;
+    d.stop().await.unwrap();
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
 }

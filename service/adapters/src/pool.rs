@@ -43,6 +43,9 @@ pub enum PoolHealth {
     Unreachable {
         message: String,
         since: chrono::DateTime<chrono::Utc>,
+        /// The database answered and refused this host (a password changed, a certificate, a
+        /// newer schema): a person must act; it is still asked again, with the pause.
+        refused: bool,
     },
 }
 
@@ -193,6 +196,7 @@ impl Pool {
         *health = PoolHealth::Unreachable {
             message: e.to_string(),
             since,
+            refused: !e.is_unreachable(),
         };
     }
 

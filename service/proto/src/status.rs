@@ -60,9 +60,11 @@ pub struct PoolStatus {
     pub address: String,
     /// This host's name in the pool.
     pub host_id: String,
-    /// `connected`, `connecting` or `unreachable`.
+    /// `connected`, `connecting`, `unreachable` (no answer: it resumes by itself) or
+    /// `refused` (the database answered and refused this host: a changed password, a
+    /// certificate, a newer schema; a person must act).
     pub state: String,
-    /// While unreachable: what failed, with the fix. New pooled runners wait on every host
+    /// While unreachable or refused: what failed, with the fix. New pooled runners wait on every host
     /// meanwhile; running jobs go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -574,11 +574,18 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
     }
     if let Some(p) = &s.pool {
         let alive = p.hosts.iter().filter(|h| h.alive).count();
-        match p.message.as_deref().filter(|_| p.state == "unreachable") {
+        let down = matches!(p.state.as_str(), "unreachable" | "refused");
+        match p.message.as_deref().filter(|_| down) {
             Some(m) => {
                 println!(
-                    "  pool '{}' as {}: pool database unreachable: pooled runners wait",
-                    p.label, p.host_id
+                    "  pool '{}' as {}: {}: pooled runners wait",
+                    p.label,
+                    p.host_id,
+                    if p.state == "refused" {
+                        "the pool database refuses this host"
+                    } else {
+                        "pool database unreachable"
+                    }
                 );
                 println!("    {m}");
             }

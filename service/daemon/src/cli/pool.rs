@@ -89,6 +89,7 @@ pub fn render(s: &PoolStatus) -> String {
         match s.state.as_str() {
             "connected" => "connected",
             "connecting" => "connecting",
+            "refused" => "the pool database refuses this host",
             _ => "pool database unreachable",
         }
     );

@@ -313,8 +313,12 @@ fn status_of(pool: &Pool) -> PoolStatus {
     let (state, message, since) = match pool.health() {
         PoolHealth::Connecting => ("connecting", None, None),
         PoolHealth::Connected => ("connected", None, None),
-        PoolHealth::Unreachable { message, since } => (
-            "unreachable",
+        PoolHealth::Unreachable {
+            message,
+            since,
+            refused,
+        } => (
+            if refused { "refused" } else { "unreachable" },
             Some(message),
             Some(rm_proto::UnixMillis(since.timestamp_millis())),
         ),
@@ -386,7 +390,9 @@ pub async fn heartbeat(daemon: Arc<Daemon>) {
                 }
                 let now = status_of(&pool);
                 if last.as_ref() != Some(&now) {
-                    let was_down = last.as_ref().is_some_and(|l| l.state == "unreachable");
+                    let was_down = last
+                        .as_ref()
+                        .is_some_and(|l| matches!(l.state.as_str(), "unreachable" | "refused"));
                     if was_down && now.state == "connected" {
                         // Back: pooled launches were held meanwhile; look again now.
                         daemon.wake.notify_one();

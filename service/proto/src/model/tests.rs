@@ -258,6 +258,33 @@ fn a_pool_database_that_stays_unreachable_calls_for_attention_a_blip_does_not() 
 }
 
 #[test]
+fn a_pool_database_that_refuses_this_host_calls_for_attention_at_once_with_its_fix() {
+    let mut s = status();
+    s.pool = Some(crate::status::PoolStatus {
+        label: "rm-pool-linux-x64".into(),
+        address: "db:5432".into(),
+        host_id: "box1".into(),
+        state: "refused".into(),
+        message: Some(
+            "PostgreSQL at db:5432 refused the password of 'rm': give the right one".into(),
+        ),
+        since: Some(t(1000)),
+        hosts: Vec::new(),
+        claims: Vec::new(),
+    });
+    let v = connected(s).view(t(1000));
+    assert_eq!(v.state, TrayState::Attention);
+    assert_eq!(v.concerns.len(), 1, "{:?}", v.concerns);
+    let c = &v.concerns[0];
+    assert_eq!(c.code, "pool_refused");
+    assert!(
+        c.fix.contains("refused the password") && c.fix.contains("rm-pool-linux-x64"),
+        "{}",
+        c.fix
+    );
+}
+
+#[test]
 fn a_runner_failure_notifies_once_names_the_target_and_the_fix_and_calls_for_attention() {
     let mut m = connected(status());
     let notes = m.fold(

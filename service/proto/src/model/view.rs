@@ -345,6 +345,22 @@ impl Model {
                 });
             }
         }
+        if let Some(pool) = status.pool.as_ref().filter(|p| p.state == "refused") {
+            // Not a blip: the database answered and said no. It is asked again, but nothing
+            // changes until someone acts.
+            out.push(Concern {
+                code: "pool_refused".to_owned(),
+                message: "The pool database refuses this host".to_owned(),
+                fix: format!(
+                    "{} Runners for the pool '{}' wait on this host meanwhile (running jobs go \
+                     on).",
+                    pool.message
+                        .as_deref()
+                        .unwrap_or("See `runner-manager pool status`."),
+                    pool.label
+                ),
+            });
+        }
         if let Some(pool) = status.pool.as_ref().filter(|p| p.state == "unreachable") {
             // A database restart of a few seconds is not news; one that stays down is.
             let since = pool.since.map_or(0, |s| now.0 - s.0);
