@@ -189,10 +189,8 @@ async fn main() {
             d2.ok(&["host", "set-capacity", "2"]).await;
             join(&d, &pg, POOL_LABEL, "box1").await;
             join(&d2, &pg, POOL_LABEL, "box2").await;
-            d.ok(&["repo", "set", "octo/hello", "--label", POOL_LABEL])
-                .await;
-            d2.ok(&["repo", "add", "octo/hello", "--label", POOL_LABEL])
-                .await;
+            d.ok(&["repo", "set", "octo/hello", "--pool"]).await;
+            d2.ok(&["repo", "add", "octo/hello", "--pool"]).await;
             gh.queue_run(
                 "octo/hello",
                 ["build", "test (linux)", "test (macos-arm)", "lint"]

@@ -72,14 +72,14 @@ async fn host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
     let joined = join(&d, pg, LABEL, name).await;
     eprintln!("{name}: {}", joined.trim());
     for repo in REPOS {
+        // `--pool`: the label of the pool the host joined.
         d.ok(&[
             "repo",
             "add",
             repo,
             "--max-runners",
             &MAX_RUNNERS.to_string(),
-            "--label",
-            LABEL,
+            "--pool",
         ])
         .await;
     }

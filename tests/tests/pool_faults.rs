@@ -283,6 +283,15 @@ async fn bad_pool_input_is_refused_with_the_fix_and_the_host_keeps_serving_its_o
     let status: serde_json::Value =
         serde_json::from_str(&d.ok(&["status", "--json"]).await).unwrap();
     assert!(status["pool"].is_null(), "{status}");
+    // `--pool` takes the label of the pool the host joined: here there is none.
+    let o = run_stdin(&d, &["repo", "set", "octo/hello", "--pool"], None).await;
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && said.contains("this host is in no pool")
+            && said.contains("pool join"),
+        "{said}"
+    );
 
     // The host kept serving its own target all along.
     gh.queue_run(
@@ -604,6 +613,19 @@ async fn a_pool_database_that_refuses_a_joined_host_is_shown_with_the_fix_and_re
     let gh = fake_github().await;
     let pg = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
     let d = pooled_host(&gh, &pg, "h1").await;
+    // `repo set --pool` adds the pool's label to the extra labels the target has.
+    d.ok(&["repo", "set", "octo/hello", "--label", "gpu"]).await;
+    d.ok(&["repo", "set", "octo/hello", "--pool"]).await;
+    let targets: serde_json::Value =
+        serde_json::from_str(&d.ok(&["repo", "list", "--json"]).await).unwrap();
+    let labels: Vec<&str> = targets[0]["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert_eq!(labels, ["gpu", LABEL], "{targets}");
     let hosts = [d];
     until(Duration::from_secs(60), "connected", || async {
         (pool_states(&hosts).await[0]["state"] == "connected").then_some(())

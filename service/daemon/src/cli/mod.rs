@@ -188,6 +188,10 @@ pub struct AddArgs {
     /// An extra runner label (repeatable); the routing label is always first.
     #[arg(long = "label", value_name = "LABEL")]
     pub labels: Vec<String>,
+    /// Also the label of the pool this host joined (`pool join`): the target's jobs that ask
+    /// for it run on whichever host of the pool has room.
+    #[arg(long)]
+    pub pool: bool,
     /// Add it disabled.
     #[arg(long)]
     pub disabled: bool,
@@ -210,6 +214,10 @@ pub struct SetArgs {
     /// Replace the extra labels (repeatable).
     #[arg(long = "label", value_name = "LABEL")]
     pub labels: Vec<String>,
+    /// Add the label of the pool this host joined (`pool join`) to the target's extra labels
+    /// (kept as they are, or as `--label` gives them).
+    #[arg(long)]
+    pub pool: bool,
     #[arg(long)]
     pub enable: bool,
     #[arg(long)]
@@ -981,6 +989,21 @@ fn target_ref(text: &str, org: bool) -> Result<rm_proto::TargetRef, Failure> {
     rm_proto::TargetRef::parse(text).map_err(|e| Failure::usage(e.to_string()))
 }
 
+/// Adds the label of the pool this host joined to `labels` (once).
+fn with_pool_label(labels: &mut Vec<String>, api: &ApiBackend) -> Result<(), Failure> {
+    let Some(pool) = api.status()?.pool else {
+        return Err(Failure::usage(
+            "this host is in no pool: join one first (`runner-manager pool join \
+             postgres://USER@HOST/DATABASE --label LABEL --password-stdin`), or give the pool's \
+             label with `--label LABEL`",
+        ));
+    };
+    if !labels.contains(&pool.label) {
+        labels.push(pool.label);
+    }
+    Ok(())
+}
+
 fn label_texts(texts: &[String]) -> Result<Option<Vec<String>>, Failure> {
     parse_labels(texts)?;
     Ok((!texts.is_empty()).then(|| texts.to_vec()))
@@ -1013,6 +1036,11 @@ fn api_target_command(
             };
             let api = ApiBackend::connect(socket)?;
             let mut req = req;
+            if a.pool {
+                let mut labels = req.labels.take().unwrap_or_default();
+                with_pool_label(&mut labels, &api)?;
+                req.labels = Some(labels);
+            }
             if req.max_capacity.is_none() && !a.monitor_only {
                 // Absent means "monitor only" on the wire; the CLI's default is the host's
                 // capacity (as when the journal was edited directly).
@@ -1064,6 +1092,17 @@ fn api_target_command(
                 Some(_) => own_cache_change(&s, api.target(&target)?.cache),
                 None => None,
             };
+            let mut labels = label_texts(&s.labels)?;
+            if s.pool {
+                // The extra labels it has now (the routing label is listed first), unless
+                // `--label` replaces them.
+                let mut extra = match labels.take() {
+                    Some(given) => given,
+                    None => api.target(&target)?.labels.into_iter().skip(1).collect(),
+                };
+                with_pool_label(&mut extra, &api)?;
+                labels = Some(extra);
+            }
             let change = rm_proto::TargetUpdate {
                 revision: 0,
                 max_capacity: s.max_runners,
@@ -1073,7 +1112,7 @@ fn api_target_command(
                     (_, true) => Some(false),
                     _ => None,
                 },
-                labels: label_texts(&s.labels)?,
+                labels,
                 monitor_only: s.monitor_only.then_some(true),
                 retry: s.retry.then_some(true),
                 admission,
@@ -1083,7 +1122,7 @@ fn api_target_command(
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
-                     --monitor-only, --label, --enable, --disable, --retry, --memory-admission, \
+                     --monitor-only, --label, --pool, --enable, --disable, --retry, --memory-admission, \
                      --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace, --workspace (see `runner-manager {noun} set --help`)"
                 )));
             }

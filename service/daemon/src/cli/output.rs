@@ -283,7 +283,8 @@ pub(super) fn print_doctor(r: &rm_proto::DoctorReport, as_json: bool) -> Result<
     Err(Failure::new(
         crate::exit::ExitCode::HostUnfit,
         format!(
-            "this host is unfit: {} failed, so nothing is launched; apply the fixes above, then              retry the targets that stopped (`runner-manager repo set OWNER/REPO --retry`)",
+            "this host is unfit: {} failed, so nothing is launched; apply the fixes above, then \
+             retry the targets that stopped (`runner-manager repo set OWNER/REPO --retry`)",
             failed.join(", ")
         ),
     ))

@@ -34,9 +34,9 @@ pub fn run(socket: &Path, cmd: PoolCommand) -> Result<(), Failure> {
             );
             println!(
                 "Give a target the pool's label to place its jobs through the pool: \
-                 `runner-manager repo set OWNER/REPO --label {}` (jobs ask for it with \
+                 `runner-manager repo set OWNER/REPO --pool` (jobs ask for it with \
                  `runs-on: [{}]`).",
-                status.label, status.label
+                status.label
             );
             Ok(())
         }
