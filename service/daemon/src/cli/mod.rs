@@ -451,7 +451,7 @@ pub enum CacheCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
-    /// Join a pool. Then give a target the pool's label (`repo add|set … --label LABEL`):
+    /// Join a pool. Then give a target the pool's label (`repo add|set … --pool`):
     /// its jobs that ask for the label run on any host of the pool.
     Join {
         /// `postgres://USER@HOST[:PORT]/DATABASE`, without the password.
