@@ -63,9 +63,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rm_e2e::pool::{join, pool_status, until_idle, TIMEOUTS};
+use rm_e2e::pool::{join, until_all_alive, until_idle, TIMEOUTS};
 use rm_e2e::postgres::Cluster;
-use rm_e2e::{bin, fake_github_repos, until, Daemon};
+use rm_e2e::{bin, fake_github_repos, Daemon};
 use rm_testkit::{EndpointMatch, FakeConfig, FakeGitHub, Fault, FaultRule, JobSpec, JobStatus};
 
 const SINGLE_LABEL: &str = "rm-bench-single";
@@ -583,23 +583,8 @@ fn load_average() -> String {
 
 /// Waits until each pool host is connected and sees all three alive.
 async fn pool_ready(hosts: &[Daemon]) {
-    for (name, d) in POOL_HOSTS.iter().zip(hosts) {
-        until(
-            Duration::from_secs(60),
-            &format!("{name} connected, seeing all three hosts alive"),
-            || async {
-                let s = pool_status(d).await;
-                let alive = s["hosts"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|h| h["alive"] == true)
-                    .count();
-                (s["state"] == "connected" && alive == POOL_HOSTS.len()).then_some(())
-            },
-        )
-        .await;
-    }
+    let named: Vec<(&str, &Daemon)> = POOL_HOSTS.iter().copied().zip(hosts).collect();
+    until_all_alive(&named).await;
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

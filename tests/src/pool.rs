@@ -35,6 +35,28 @@ pub async fn join(d: &Daemon, pg: &Cluster, label: &str, host: &str) -> String {
     .await
 }
 
+/// Waits (up to 60 s) until every one of `hosts` is connected to its pool and sees all of them
+/// alive (each host's name as it joined).
+pub async fn until_all_alive(hosts: &[(&str, &Daemon)]) {
+    for (name, d) in hosts {
+        crate::until(
+            Duration::from_secs(60),
+            &format!("{name} connected, seeing all {} hosts alive", hosts.len()),
+            || async {
+                let s = pool_status(d).await;
+                let alive = s["hosts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| h["alive"] == true)
+                    .count();
+                (s["state"] == "connected" && alive == hosts.len()).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
 /// `pool status --json` of one host.
 pub async fn pool_status(d: &Daemon) -> serde_json::Value {
     serde_json::from_str(&d.ok(&["pool", "status", "--json"]).await).expect("pool status JSON")

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rm_e2e::pool::{join, logs, pool_status, until_idle, TIMEOUTS};
+use rm_e2e::pool::{join, logs, pool_status, until_all_alive, until_idle, TIMEOUTS};
 use rm_e2e::postgres::Cluster;
 use rm_e2e::{fake_github_repos, until, Daemon};
 use rm_testkit::{Conclusion, FakeConfig, FakeGitHub, JobSpec, JobStatus};
@@ -176,17 +176,7 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
     }
     let named: Vec<(&str, &Daemon)> = HOSTS.iter().copied().zip(&hosts).collect();
     // Every host sees the other two alive before the first job is queued.
-    for (name, d) in HOSTS.iter().zip(&hosts) {
-        until(
-            Duration::from_secs(60),
-            &format!("{name} connected, seeing all three hosts alive"),
-            || async {
-                let s = pool_status(d).await;
-                (s["state"] == "connected" && alive_hosts(&s).len() == HOSTS.len()).then_some(())
-            },
-        )
-        .await;
-    }
+    until_all_alive(&named).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = tokio::spawn(watch(

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use rm_e2e::pool::{join, logs, until_idle, TIMEOUTS};
+use rm_e2e::pool::{join, logs, until_all_alive, until_idle, TIMEOUTS};
 use rm_e2e::postgres::Cluster;
 use rm_e2e::{fake_github, routing_label, until, Daemon};
 use rm_testkit::{Conclusion, FakeGitHub, JobSpec, JobStatus};
@@ -398,24 +398,7 @@ async fn a_pool_database_down_for_30_s_stops_pool_launches_and_resumes_by_itself
         hosts.push(pooled_host(&gh, &pg, name).await);
     }
     let named: Vec<(&str, &Daemon)> = HOSTS.iter().copied().zip(&hosts).collect();
-    for (name, d) in HOSTS.iter().zip(&hosts) {
-        until(
-            Duration::from_secs(60),
-            &format!("{name} connected, seeing both hosts alive"),
-            || async {
-                let s: serde_json::Value =
-                    serde_json::from_str(&d.ok(&["pool", "status", "--json"]).await).unwrap();
-                let alive = s["hosts"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|h| h["alive"] == true)
-                    .count();
-                (s["state"] == "connected" && alive == HOSTS.len()).then_some(())
-            },
-        )
-        .await;
-    }
+    until_all_alive(&named).await;
 
     // A first burst with the database up: done, one runner each.
     let mut all_jobs = BTreeSet::new();
