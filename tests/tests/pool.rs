@@ -369,3 +369,123 @@ async fn three_hosts_serve_one_pool_label_with_no_surplus_runner() {
     }
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// News between hosts.
+
+/// The news test's pool label.
+const NEWS_LABEL: &str = "rm-pool-news-x64";
+/// How long the job filling the reader runs: past the second host's start and the job it
+/// hears of, on a busy machine too (checked before that job is queued).
+const HOLD: Duration = Duration::from_secs(90);
+
+/// A host signed in, of `capacity`, polling every `poll_ms`, joined as `name` with `octo/hello`
+/// pooled (one runner at most of it on the host when `capacity` is 1).
+async fn news_host(
+    gh: &FakeGitHub,
+    pg: &Cluster,
+    name: &str,
+    capacity: &str,
+    poll_ms: &str,
+) -> Daemon {
+    let mut args = TIMEOUTS.to_vec();
+    args.extend(["--poll-ms", poll_ms]);
+    let d = Daemon::start_with(gh, &args).await;
+    d.sign_in(gh, "octo").await;
+    d.ok(&["host", "set-capacity", capacity]).await;
+    join(&d, pg, NEWS_LABEL, name).await;
+    d.ok(&[
+        "repo",
+        "add",
+        "octo/hello",
+        "--max-runners",
+        capacity,
+        "--pool",
+    ])
+    .await;
+    d
+}
+
+/// The job's state at the fake.
+fn status_of(gh: &FakeGitHub, job: u64) -> Option<JobStatus> {
+    gh.job(job).map(|j| j.status)
+}
+
+/// A host that is not the target's reader hears of a job the reader has no room for from the
+/// reader's publish (PostgreSQL `NOTIFY`), not at its own poll: its poll here is ten minutes,
+/// so only the news can have it start the runner within the minute the test allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_room_starts_a_runner_when_the_reader_has_none_without_waiting_for_its_poll() {
+    let gh = fake_github_repos(
+        FakeConfig {
+            device_interval: Duration::from_secs(1),
+            ..FakeConfig::default()
+        },
+        &["octo/hello"],
+    )
+    .await;
+    let pg = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+
+    // h1 alone first: it reads the queue every half second (so it is the reader) and its one
+    // slot is held by a long job.
+    let h1 = news_host(&gh, &pg, "h1", "1", "500").await;
+    let hold_run = gh
+        .queue_run(
+            "octo/hello",
+            vec![JobSpec::new("hold", &[NEWS_LABEL]).duration(HOLD)],
+        )
+        .unwrap();
+    let hold = gh
+        .runs()
+        .into_iter()
+        .find(|r| r.id == hold_run)
+        .unwrap()
+        .job_ids[0];
+    until(Duration::from_secs(60), "h1 runs the hold job", || async {
+        (status_of(&gh, hold) == Some(JobStatus::InProgress)).then_some(())
+    })
+    .await;
+
+    // h2: room, a poll of ten minutes, and its first pass done (nothing queued then).
+    let h2 = news_host(&gh, &pg, "h2", "2", "600000").await;
+    let named = [("h1", &h1), ("h2", &h2)];
+    until_all_alive(&named).await;
+    until(Duration::from_secs(60), "h2's first pass", || async {
+        let why: serde_json::Value = serde_json::from_str(&h2.ok(&["why", "--json"]).await).ok()?;
+        why["targets"]
+            .as_array()?
+            .iter()
+            .any(|t| t["target"] == "octo/hello" && !t["checked_at"].is_null())
+            .then_some(())
+    })
+    .await;
+
+    assert_eq!(
+        status_of(&gh, hold),
+        Some(JobStatus::InProgress),
+        "h2 took longer to start than the hold job runs ({HOLD:?}): h1 has room again"
+    );
+    let run = gh
+        .queue_run(
+            "octo/hello",
+            vec![JobSpec::new("news", &[NEWS_LABEL]).duration(Duration::from_secs(1))],
+        )
+        .unwrap();
+    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
+    until(
+        Duration::from_secs(60),
+        "h2 ran the job h1 had no room for",
+        || async { (status_of(&gh, job) == Some(JobStatus::Completed)).then_some(()) },
+    )
+    .await;
+    let ran = gh.job(job).unwrap();
+    assert_eq!(ran.conclusion, Some(Conclusion::Success), "{ran:?}");
+    assert_ne!(
+        ran.runner_name,
+        gh.job(hold).unwrap().runner_name,
+        "the job ran on h1's runner"
+    );
+
+    // The hold job ends; nothing is left behind.
+    until_idle(&gh, &named, "the pool idle after the news test").await;
+}

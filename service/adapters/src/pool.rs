@@ -11,11 +11,11 @@
 use rm_agent::{DemandSnapshot, PoolClaim};
 use rm_core::{JobDemand, RunsOn, Target};
 use rm_github::{GitHubClient, RunnerJob};
-use rm_pool::{Claim, PoolError, PoolHost, PoolStore, PoolUrl, Running, StoreSettings};
+use rm_pool::{Claim, News, PoolError, PoolHost, PoolStore, PoolUrl, Running, StoreSettings};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The first pause after a failed connection; it doubles up to [`MAX_RETRY`].
@@ -71,6 +71,8 @@ pub struct Pool {
     /// Runner ends the database has not heard of yet: (runner, ran_job).
     pending: Mutex<Vec<(String, bool)>>,
     view: Mutex<PoolView>,
+    /// The targets other hosts' readers left jobs unclaimed on (see [`rm_pool::news`]).
+    news: Arc<News>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -88,8 +90,12 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Pool {
-    pub fn new(config: PoolConfig) -> Pool {
+    pub fn new(mut config: PoolConfig) -> Pool {
+        // One listener across every connection this host makes to the pool.
+        let news = Arc::new(News::new(config.settings.host_id.clone()));
+        config.settings.news = Some(Arc::clone(&news));
         Pool {
+            news,
             config,
             store: tokio::sync::Mutex::new(None),
             retry: Mutex::new(Retry {
@@ -122,6 +128,12 @@ impl Pool {
 
     pub fn view(&self) -> PoolView {
         locked(&self.view).clone()
+    }
+
+    /// The targets with queued jobs no host claimed, as the other hosts' readers publish
+    /// them: a host with room looks at once rather than at its next poll.
+    pub fn news(&self) -> Arc<News> {
+        Arc::clone(&self.news)
     }
 
     /// A connected store, connecting first when there is none (not before the pause after a

@@ -8,17 +8,21 @@
 //! - [`store`]: one host's connection: its heartbeat (its lease), one claim per runner it starts
 //!   (bound to a queued job no other claim holds), the demand one reader per target publishes
 //!   (which also settles the claims against what GitHub shows), and the pool's view for status.
+//! - [`news`]: a reader that leaves queued jobs unclaimed tells the other hosts at once
+//!   (`LISTEN`/`NOTIFY`), so a host with room starts a runner without waiting for its poll.
 //! - `tls`: TLS when the URL asks for it (`sslmode=require`): the server's certificate and
 //!   name verified, against the system's authorities or the URL's `sslrootcert`.
 //! - [`error`]: every failure in words with its fix, and whether it means "the database is
 //!   unreachable" (new pool launches stop until it is back).
 
 pub mod error;
+pub mod news;
 pub mod schema;
 pub mod store;
 mod tls;
 pub mod url;
 
 pub use error::PoolError;
+pub use news::News;
 pub use store::{Claim, PoolHost, PoolStore, Published, Running, StoreSettings};
 pub use url::PoolUrl;

@@ -2,12 +2,14 @@
 //! that does not answer is [`PoolError::Unreachable`], never a hang.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrecy::SecretString;
 use tokio_postgres::{Client, NoTls};
 
 use crate::error::PoolError;
+use crate::news::News;
 use crate::url::PoolUrl;
 
 /// How a host takes part in the pool.
@@ -24,6 +26,8 @@ pub struct StoreSettings {
     pub bring_up_bound: Duration,
     /// The most a connection attempt or a statement may take.
     pub timeout: Duration,
+    /// Where the readers' news goes (see [`crate::news`]); `None`: not listened for.
+    pub news: Option<Arc<News>>,
 }
 
 impl StoreSettings {
@@ -34,6 +38,7 @@ impl StoreSettings {
             lease: Duration::from_secs(30),
             bring_up_bound: Duration::from_secs(600),
             timeout: Duration::from_secs(10),
+            news: None,
         }
     }
 }
@@ -151,19 +156,33 @@ async fn bounded<T>(
 }
 
 /// Connects with `tls` (rustls, or none) and runs the connection in its own task: the client
-/// alike either way.
+/// alike either way. The task hands the notifications it reads to `news`.
 async fn open<T>(
     config: &tokio_postgres::Config,
     tls: T,
+    news: Option<Arc<News>>,
 ) -> Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
 where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
     T::Stream: Send + 'static,
 {
-    let (client, connection) = config.connect(tls).await?;
+    let (client, mut connection) = config.connect(tls).await?;
     let connection = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "pool database connection ended");
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    if let Some(news) = &news {
+                        news.heard(n.payload());
+                    }
+                }
+                // A server notice (a warning about the session): nothing to act on.
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "pool database connection ended");
+                    break;
+                }
+                None => break,
+            }
         }
     });
     Ok((client, connection))
@@ -185,9 +204,13 @@ impl PoolStore {
         let connected = match url.tls() {
             Some(tls) => {
                 let tls = crate::tls::connector(tls, &address)?;
-                tokio::time::timeout(settings.timeout, open(&config, tls)).await
+                let opened = open(&config, tls, settings.news.clone());
+                tokio::time::timeout(settings.timeout, opened).await
             }
-            None => tokio::time::timeout(settings.timeout, open(&config, NoTls)).await,
+            None => {
+                let opened = open(&config, NoTls, settings.news.clone());
+                tokio::time::timeout(settings.timeout, opened).await
+            }
         };
         let (mut client, connection) = match connected {
             Ok(Ok(c)) => c,
@@ -202,13 +225,22 @@ impl PoolStore {
                 })
             }
         };
-        let migrated = tokio::time::timeout(
-            settings.timeout,
-            crate::schema::migrate(&mut client, &address, &user),
-        )
-        .await;
+        // Listening is set up with the schema: a host that joins hears the next publish.
+        let listen = settings.news.is_some();
+        let set_up = async {
+            crate::schema::migrate(&mut client, &address, &user).await?;
+            if listen {
+                let sql = format!("LISTEN {}", crate::news::CHANNEL);
+                client
+                    .batch_execute(&sql)
+                    .await
+                    .map_err(|e| PoolError::from_driver(&e, &address, &user, false))?;
+            }
+            Ok(())
+        };
+        let migrated = tokio::time::timeout(settings.timeout, set_up).await;
         match migrated {
-            Ok(Ok(_)) => {}
+            Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 connection.abort();
                 return Err(e);
@@ -376,13 +408,27 @@ impl PoolStore {
     /// now: its job needs another runner. After a job the claim stays, marked, until the next
     /// publish: until GitHub's listing is read again the queued job it consumed is unknown, so
     /// dropping the claim now would let another host start a runner for a job already run.
+    ///
+    /// The end is news for the target (see [`crate::news`]): room is free on this host, so the
+    /// target's reader reads GitHub's queue now, as a single host does when one of its runners
+    /// ends, rather than at its next poll.
     pub async fn finish(&self, runner: &str, ran_job: bool) -> Result<(), PoolError> {
+        // The payload is `crate::news::payload(host, target)`, built in SQL since the target
+        // comes from the claim.
         let sql = if ran_job {
-            "UPDATE rm_pool_claims SET ran_job = true WHERE runner = $1 AND host_id = $2"
+            "WITH ended AS (
+                 UPDATE rm_pool_claims SET ran_job = true WHERE runner = $1 AND host_id = $2
+                 RETURNING target)
+             SELECT pg_notify($3, $2 || ' ' || target) FROM ended"
         } else {
-            "DELETE FROM rm_pool_claims WHERE runner = $1 AND host_id = $2"
+            "WITH ended AS (
+                 DELETE FROM rm_pool_claims WHERE runner = $1 AND host_id = $2
+                 RETURNING target)
+             SELECT pg_notify($3, $2 || ' ' || target) FROM ended"
         };
-        self.bounded(self.client.execute(sql, &[&runner, &self.settings.host_id]))
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&runner, &self.settings.host_id, &crate::news::CHANNEL];
+        self.bounded(self.client.execute(sql, &params))
             .await
             .map(|_| ())
     }
@@ -493,6 +539,7 @@ impl PoolStore {
         let queued = ids(queued);
         let bound = self.settings.bring_up_bound.as_secs_f64();
         let host = self.settings.host_id.clone();
+        let payload = crate::news::payload(&host, target);
         let client = &mut self.client;
         let work = async move {
             let tx = client.transaction().await?;
@@ -552,6 +599,19 @@ impl PoolStore {
                 &[&target],
             )
             .await?;
+            // Jobs no claim holds are left for the other hosts: tell them now rather than at
+            // their next poll (sent when the transaction commits). Nothing queued, nothing to
+            // tell, and no statement spent.
+            if !queued.is_empty() {
+                tx.execute(
+                    "SELECT pg_notify($2, $3) WHERE EXISTS (
+                         SELECT 1 FROM rm_pool_queue q
+                         WHERE q.target = $1
+                           AND NOT EXISTS (SELECT 1 FROM rm_pool_claims c WHERE c.job_id = q.job_id))",
+                    &[&target, &crate::news::CHANNEL, &payload],
+                )
+                .await?;
+            }
             tx.commit().await?;
             Ok(true)
         };

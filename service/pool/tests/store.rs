@@ -9,10 +9,11 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rm_pool::schema::SCHEMA_VERSION;
-use rm_pool::{Claim, PoolError, PoolStore, PoolUrl, Running, StoreSettings};
+use rm_pool::{Claim, News, PoolError, PoolStore, PoolUrl, Running, StoreSettings};
 use support::Cluster;
 
 /// Short leases, so expiry is tested in seconds; long enough that a busy machine's stalls
@@ -330,6 +331,78 @@ async fn one_host_reads_a_targets_demand_and_the_others_read_what_it_published()
         vec![c(5, "rb", false)],
         "the silent host's claim went"
     );
+}
+
+/// A live host that listens for the readers' news.
+async fn listening(cluster: &Cluster, name: &str) -> (PoolStore, Arc<News>) {
+    let (url, pw) = PoolUrl::parse(&cluster.url()).unwrap();
+    let news = Arc::new(News::new(name));
+    let mut settings = StoreSettings::new(name);
+    settings.lease = LONG;
+    settings.news = Some(Arc::clone(&news));
+    let mut s = PoolStore::connect(&url, pw.as_ref(), settings)
+        .await
+        .unwrap();
+    s.heartbeat("rm-pool-linux-x64", 4, 4, None).await.unwrap();
+    (s, news)
+}
+
+/// Nothing is heard within a second. A wrong notification would arrive within milliseconds
+/// of the commit, so a second's silence is a fair "none was sent", and never flaky: a quiet
+/// channel always passes.
+async fn hears_nothing(news: &News) {
+    let heard = tokio::time::timeout(Duration::from_secs(1), news.next()).await;
+    assert!(heard.is_err(), "heard {heard:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_leaves_jobs_unclaimed_tells_the_other_hosts_at_once() {
+    let pg = Cluster::start();
+    let (mut a, a_news) = listening(&pg, "a").await;
+    let (mut b, b_news) = listening(&pg, "b").await;
+    publish(&mut a, &[1, 2], &[]).await;
+    let heard = tokio::time::timeout(Duration::from_secs(10), b_news.next()).await;
+    assert_eq!(heard.expect("b heard nothing"), vec![TARGET.to_owned()]);
+
+    // Every queued job is claimed: nothing for anyone to act on, nothing told.
+    assert_eq!(b.claim(TARGET, "rb1", &[1]).await.unwrap(), Some(1));
+    assert_eq!(b.claim(TARGET, "rb2", &[2]).await.unwrap(), Some(2));
+    publish(&mut a, &[1, 2], &[]).await;
+    publish(&mut a, &[], &["rb1", "rb2"]).await;
+    hears_nothing(&b_news).await;
+
+    // A new job no claim holds is news again; the reader never tells itself.
+    publish(&mut a, &[3], &[]).await;
+    let heard = tokio::time::timeout(Duration::from_secs(10), b_news.next()).await;
+    assert_eq!(heard.expect("b heard nothing"), vec![TARGET.to_owned()]);
+    hears_nothing(&a_news).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_ends_tells_the_other_hosts_so_the_reader_looks_at_once() {
+    let pg = Cluster::start();
+    let (mut a, a_news) = listening(&pg, "a").await;
+    let (mut b, b_news) = listening(&pg, "b").await;
+    publish(&mut a, &[1, 2], &[]).await;
+    // The publish left both jobs unclaimed: that news is not what this test is about.
+    tokio::time::timeout(Duration::from_secs(10), b_news.next())
+        .await
+        .expect("b heard nothing of the publish");
+    assert_eq!(b.claim(TARGET, "rb1", &[1]).await.unwrap(), Some(1));
+    assert_eq!(b.claim(TARGET, "rb2", &[2]).await.unwrap(), Some(2));
+
+    // After a job, and without one: either way the reader hears of it, the ender does not.
+    b.finish("rb1", true).await.unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(10), a_news.next()).await;
+    assert_eq!(heard.expect("a heard nothing"), vec![TARGET.to_owned()]);
+    b.finish("rb2", false).await.unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(10), a_news.next()).await;
+    assert_eq!(heard.expect("a heard nothing"), vec![TARGET.to_owned()]);
+    hears_nothing(&b_news).await;
+
+    // A runner no claim is known for (told twice, or from before a leave) is no news.
+    b.finish("rb2", false).await.unwrap();
+    hears_nothing(&a_news).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -444,6 +444,7 @@ async fn serve(
     let recheck = tokio::spawn(admission_recheck(Arc::clone(&daemon)));
     // This host's lease in its pool, while it is in one.
     let pool_heartbeat = tokio::spawn(pool_link::heartbeat(Arc::clone(&daemon)));
+    let pool_news = tokio::spawn(pool_link::news(Arc::clone(&daemon)));
 
     // The local API.
     if let Some(parent) = options.socket.parent() {
@@ -631,6 +632,7 @@ async fn serve(
     meter.abort();
     recheck.abort();
     pool_heartbeat.abort();
+    pool_news.abort();
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(match ending {

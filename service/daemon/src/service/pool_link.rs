@@ -7,7 +7,7 @@ use super::state::Daemon;
 use rm_adapters::pool::{Pool, PoolConfig, PoolHealth};
 use rm_adapters::PoolSlot;
 use rm_agent::JournalPort;
-use rm_core::Label;
+use rm_core::{Label, Target};
 use rm_credstore::{SecretStore, StoredCredential};
 use rm_pool::{PoolUrl, Running, StoreSettings};
 use rm_proto::{ApiError, PoolClaimStatus, PoolHostStatus, PoolJoin, PoolRunnerStatus, PoolStatus};
@@ -406,5 +406,42 @@ pub async fn heartbeat(daemon: Arc<Daemon>) {
             last_beat = None;
         }
         tokio::time::sleep(NEWS_CHECK.min(every)).await;
+    }
+}
+
+/// How long the news listener waits before looking whether the pool changed (joined, left).
+const NEWS_RELOOK: Duration = Duration::from_secs(1);
+
+/// Wakes a target's loop as soon as another host tells news of it (heard through the pool
+/// connection, see [`rm_pool::news`]): its reader published queued jobs no host claimed, so a
+/// host with room starts a runner now; or one of its runners ended, so the target's reader
+/// reads GitHub's queue now, as a single host does at its own runners' ends. On a host that
+/// is not the reader a pass costs the database a read or two and GitHub nothing.
+pub async fn news(daemon: Arc<Daemon>) {
+    loop {
+        let Some(pool) = daemon.pool.pool() else {
+            tokio::time::sleep(NEWS_RELOOK).await;
+            continue;
+        };
+        let news = pool.news();
+        drop(pool);
+        let Ok(targets) = tokio::time::timeout(NEWS_RELOOK, news.next()).await else {
+            continue;
+        };
+        let Some(fleet) = daemon.fleet.get() else {
+            continue;
+        };
+        for name in targets {
+            match name.parse::<Target>() {
+                Ok(target) => {
+                    if fleet.wake(&target) {
+                        tracing::debug!(gh_target = %target, "pool news from another host; looking now");
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, target = %name, "pool news about an unknown target")
+                }
+            }
+        }
     }
 }
