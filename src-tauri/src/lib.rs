@@ -6,6 +6,7 @@
 //! Nothing in this library names Tauri or the tray crates, so each binary links only its own
 //! (the icon process must not load WebKit: it is most of a Tauri process's memory).
 
+pub mod args;
 pub mod autostart;
 pub mod link;
 pub mod service;

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod exit;
+pub mod local_time;
 pub mod lock;
 pub mod paths;
 pub mod service;

@@ -5,17 +5,14 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// A window to open at start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Show {
-    Dashboard,
-    SignIn,
-}
+use rm_tray::args::Flags;
+use rm_tray::link::Window;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Args {
     pub socket: Option<PathBuf>,
-    pub show: Option<Show>,
+    /// A window to open at start.
+    pub show: Option<Window>,
     pub autostart: bool,
     pub notify_finished_jobs: bool,
 }
@@ -26,37 +23,17 @@ pub const USAGE: &str = "usage: runner-manager-tray [--socket PATH] [--show dash
 /// What the command line asks for; `Err` carries the message (with the usage).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, String> {
     let mut out = Args::default();
-    let mut args = args.into_iter().skip(1);
-    while let Some(arg) = args.next() {
+    let mut flags = Flags::new(args, USAGE);
+    while let Some(arg) = flags.next_arg() {
         match arg.to_str() {
-            Some("--socket") => {
-                let path = args
-                    .next()
-                    .ok_or_else(|| format!("--socket needs a path\n{USAGE}"))?;
-                out.socket = Some(PathBuf::from(path));
-            }
-            Some("--show") => {
-                out.show = Some(match args.next().as_ref().and_then(|a| a.to_str()) {
-                    Some("dashboard") => Show::Dashboard,
-                    Some("sign-in") => Show::SignIn,
-                    other => {
-                        return Err(format!(
-                            "--show takes `dashboard` or `sign-in`, not {other:?}\n{USAGE}"
-                        ))
-                    }
-                });
-            }
+            Some("--socket") => out.socket = Some(flags.value("--socket", "a path")?.into()),
+            Some("--show") => out.show = Some(flags.window()?),
             Some("--autostart") => out.autostart = true,
             Some("--notify-finished-jobs") => out.notify_finished_jobs = true,
             // Added by WebKitWebDriver when it launches the app for automation (tests).
             Some("--automation") => {}
             Some("-h" | "--help") => return Ok(None),
-            _ => {
-                return Err(format!(
-                    "unknown argument {:?}\n{USAGE}",
-                    arg.to_string_lossy()
-                ))
-            }
+            _ => return Err(flags.unknown(&arg)),
         }
     }
     Ok(Some(out))
@@ -80,7 +57,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(a.socket, Some(PathBuf::from("/s")));
-        assert_eq!(a.show, Some(Show::SignIn));
+        assert_eq!(a.show, Some(Window::SignIn));
         assert_eq!(p(&["--help"]).unwrap(), None);
         let e = p(&["--show", "settings"]).unwrap_err();
         assert!(

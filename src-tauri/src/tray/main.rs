@@ -21,7 +21,7 @@ mod windows;
 use std::process::ExitCode;
 
 use app::{App, UserEvent};
-use args::{Args, Show};
+use args::Args;
 use rm_proto::model::ModelOptions;
 use rm_tray::link::Window;
 use rm_tray::state::Shared;
@@ -46,10 +46,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let show = match args.show {
-        Some(Show::SignIn) => Window::SignIn,
-        _ => Window::Dashboard,
-    };
+    let show = args.show.unwrap_or(Window::Dashboard);
     // A second launch hands over to the running tray (which shows the window) and exits.
     let instance = match instance::claim(show) {
         Ok(instance::Claim::Ours(guard)) => Some(guard),
@@ -144,7 +141,7 @@ fn run(
 
 /// At the loop's start (GTK is up): the icon, or the dashboard when no tray host exists; then
 /// the follower and any window asked for.
-fn start(app: &App, icon: &mut Option<tray::Icon>, show: Option<Show>) {
+fn start(app: &App, icon: &mut Option<tray::Icon>, show: Option<Window>) {
     match host::missing_tray_host() {
         None => match tray::Icon::create() {
             Ok(created) => {
@@ -168,9 +165,7 @@ fn start(app: &App, icon: &mut Option<tray::Icon>, show: Option<Show>) {
         }
     }
     follow::spawn(app.clone());
-    match show {
-        Some(Show::Dashboard) => windows::open(app, Window::Dashboard, None),
-        Some(Show::SignIn) => windows::open(app, Window::SignIn, None),
-        None => {}
+    if let Some(window) = show {
+        windows::open(app, window, None);
     }
 }

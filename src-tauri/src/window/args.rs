@@ -3,6 +3,7 @@
 //! that starts it, `--from-tray` (tell it what it must know on standard output) and
 //! `--no-tray REASON` (there is no tray icon: the dashboard says why).
 
+use rm_tray::args::Flags;
 use rm_tray::link::Window;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -30,41 +31,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<Args>, S
         no_tray: None,
         notify_finished_jobs: false,
     };
-    let mut args = args.into_iter().skip(1);
-    let value = |args: &mut dyn Iterator<Item = OsString>, flag: &str, what: &str| {
-        args.next()
-            .ok_or_else(|| format!("{flag} needs {what}\n{USAGE}"))
-    };
-    while let Some(arg) = args.next() {
+    let mut flags = Flags::new(args, USAGE);
+    let text = |v: OsString| v.to_string_lossy().into_owned();
+    while let Some(arg) = flags.next_arg() {
         match arg.to_str() {
-            Some("--socket") => {
-                out.socket = Some(PathBuf::from(value(&mut args, "--socket", "a path")?));
-            }
-            Some("--show") => {
-                let v = value(&mut args, "--show", "a window")?;
-                out.show = v.to_str().and_then(Window::parse).ok_or_else(|| {
-                    format!("--show takes `dashboard` or `sign-in`, not {v:?}\n{USAGE}")
-                })?;
-            }
-            Some("--anchor") => {
-                let v = value(&mut args, "--anchor", "a section")?;
-                out.anchor = Some(v.to_string_lossy().into_owned());
-            }
-            Some("--no-tray") => {
-                let v = value(&mut args, "--no-tray", "a reason")?;
-                out.no_tray = Some(v.to_string_lossy().into_owned());
-            }
+            Some("--socket") => out.socket = Some(flags.value("--socket", "a path")?.into()),
+            Some("--show") => out.show = flags.window()?,
+            Some("--anchor") => out.anchor = Some(text(flags.value("--anchor", "a section")?)),
+            Some("--no-tray") => out.no_tray = Some(text(flags.value("--no-tray", "a reason")?)),
             Some("--from-tray") => out.from_tray = true,
             Some("--notify-finished-jobs") => out.notify_finished_jobs = true,
             // Added by WebKitWebDriver when it launches the app for automation (tests).
             Some("--automation") => {}
             Some("-h" | "--help") => return Ok(None),
-            _ => {
-                return Err(format!(
-                    "unknown argument {:?}\n{USAGE}",
-                    arg.to_string_lossy()
-                ))
-            }
+            _ => return Err(flags.unknown(&arg)),
         }
     }
     Ok(Some(out))

@@ -400,9 +400,7 @@ fn thousands(n: u32) -> String {
 
 /// A time of day in the local time zone, `14:03:07` (the number when out of range).
 fn clock(t: rm_proto::UnixMillis, format: &str) -> String {
-    chrono::DateTime::from_timestamp_millis(t.as_millis())
-        .map(|t| t.with_timezone(&chrono::Local).format(format).to_string())
-        .unwrap_or_else(|| t.as_millis().to_string())
+    crate::local_time::clock(t.as_millis(), format).unwrap_or_else(|| t.as_millis().to_string())
 }
 
 /// `in 12s`, `in 3m 05s`, or `now` for a time that has come.

@@ -39,13 +39,7 @@ pub fn run(socket: &Path, target: Option<&str>, as_json: bool) -> Result<(), Fai
 }
 
 fn clock(t: UnixMillis) -> String {
-    chrono::DateTime::from_timestamp_millis(t.0)
-        .map(|t| {
-            t.with_timezone(&chrono::Local)
-                .format("%H:%M:%S")
-                .to_string()
-        })
-        .unwrap_or_else(|| "?".into())
+    crate::local_time::clock(t.0, "%H:%M:%S").unwrap_or_else(|| "?".into())
 }
 
 /// The report as text: a block per target, a few lines per job.

@@ -163,12 +163,9 @@ fn from_now(until: Timestamp, now: Timestamp) -> String {
     }
 }
 
-/// `14:05`: a time of day on this machine's clock, as `runner-manager why` and `status` show
-/// times (the service and whoever reads its answer share the machine's time zone, as quiet
-/// hours do). `None` for a time chrono cannot hold.
+/// `14:05`, as `runner-manager why` and `status` show times.
 fn local_clock(t: Timestamp) -> Option<String> {
-    chrono::DateTime::from_timestamp_millis(t.as_millis())
-        .map(|t| t.with_timezone(&chrono::Local).format("%H:%M").to_string())
+    crate::local_time::clock(t.as_millis(), "%H:%M")
 }
 
 fn reason(code: &str, message: String, fix: Option<String>) -> WhyReason {
