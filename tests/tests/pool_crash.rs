@@ -9,6 +9,8 @@
 //!    lease lapsed and the pool keeps none of its claims; restarted on the same data directory
 //!    `h1` deletes what it left registered at GitHub, lists no runner, leaves no runner
 //!    process, is alive in the pool again and the pool ends with no claim.
+//!    A claim left without its runner (a crash between the claim and the runner's journal
+//!    entry) is dropped at its host's next heartbeat instead of holding a job for minutes.
 //! 2. The same jobs served by one host alone and by three pooled hosts: the GitHub REST
 //!    requests (each host signs in with its own token, so the fake counts each one's) charged
 //!    against the rate limit, per endpoint and per host; three cost at most 1.2× one.
@@ -516,6 +518,76 @@ async fn a_host_killed_mid_burst_has_its_jobs_placed_elsewhere_and_cleans_up_whe
     for d in others {
         d.stop().await.unwrap();
     }
+    tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
+}
+
+/// A claim no runner is coming for: its host crashed between taking the claim and journalling
+/// the runner it took it for (or lost the claim's answer with its connection) and came back
+/// within its lease, so the pool still counts the claim as a runner on its way. The claim is
+/// written into the database here as such a crash leaves it, a minute old (a crash within the
+/// milliseconds between the two statements cannot be aimed at from outside). Its host's next
+/// heartbeat, which lists the runners the host has, drops it: the job it would hold is served
+/// at once, not after the 10-minute bring-up bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_left_without_its_runner_does_not_hold_a_job_until_the_bring_up_bound() {
+    let gh = fresh_github().await;
+    let pg = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let (h1, _) = host(
+        &gh,
+        Some((&pg, CRASH_LABEL, "h1")),
+        1,
+        1,
+        &["--pool-lease-secs", LEASE_SECS],
+    )
+    .await;
+    // The target's name as the pool has it, once h1 (its reader) has published its queue.
+    let target = until(
+        Duration::from_secs(60),
+        "h1 publishing the queue",
+        || async {
+            let t = pg.psql("SELECT target FROM rm_pool_targets");
+            (!t.trim().is_empty()).then(|| t.trim().to_owned())
+        },
+    )
+    .await;
+    // Older than the grace a claim's runner has to show up (the lease), far younger than the
+    // bring-up bound. Job 1 is no job of the fake's: the reader binds the claim to the next
+    // queued job, as it does any claim whose job left the queue.
+    pg.psql(&format!(
+        "INSERT INTO rm_pool_claims (job_id, target, host_id, runner, claimed_at)
+         VALUES (1, '{target}', 'h1', 'rm-never-journalled', now() - interval '1 minute')"
+    ));
+    let run = gh
+        .queue_run(
+            REPO,
+            vec![JobSpec::new("after-the-crash", &[CRASH_LABEL]).duration(Duration::from_secs(1))],
+        )
+        .unwrap();
+    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
+    until(
+        Duration::from_secs(90),
+        "the job served though a claim without a runner was left on its host",
+        || async {
+            gh.job(job)
+                .filter(|j| j.status == JobStatus::Completed)
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert_eq!(gh.job(job).unwrap().conclusion, Some(Conclusion::Success));
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM rm_pool_claims WHERE runner = 'rm-never-journalled'")
+            .trim(),
+        "0"
+    );
+    until_idle(&gh, &[("h1", &h1)], "h1 idle after the job").await;
+    let jit = gh.counters().endpoint("repo_jitconfig");
+    assert_eq!(
+        jit.requests - jit.errors,
+        1,
+        "one runner registered, for the one job"
+    );
+    h1.stop().await.unwrap();
     tokio::task::spawn_blocking(move || drop(pg)).await.unwrap();
 }
 

@@ -234,9 +234,8 @@ impl Pool {
             return Ok(());
         };
         let result = async {
-            store
-                .heartbeat(&self.config.label, capacity, free, running)
-                .await?;
+            // The missed ends first: a claim whose runner ran a job is marked so before the
+            // heartbeat, which drops claims without a runner, could take it for one.
             let pending = std::mem::take(&mut *locked(&self.pending));
             for (i, (runner, ran_job)) in pending.iter().enumerate() {
                 if let Err(e) = store.finish(runner, *ran_job).await {
@@ -244,6 +243,9 @@ impl Pool {
                     return Err(e);
                 }
             }
+            store
+                .heartbeat(&self.config.label, capacity, free, running)
+                .await?;
             let view = PoolView {
                 hosts: store.hosts().await?,
                 claims: store.claims().await?,

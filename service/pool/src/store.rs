@@ -24,6 +24,12 @@ pub struct StoreSettings {
     /// take a job (being brought up, a package download, then idle): past it, a runner that
     /// never came does not hold a job for ever and another host may claim it.
     pub bring_up_bound: Duration,
+    /// How long a claim of this host may stand while its runner is not among the runners
+    /// the host reports: a claim is taken just before its runner is journalled, so a young
+    /// one is on its way; an older one has no runner coming (the host crashed between the
+    /// two, or the claim's answer was lost with the connection) and goes at the next
+    /// heartbeat rather than holding its job until the bring-up bound.
+    pub orphan_grace: Duration,
     /// The most a connection attempt or a statement may take.
     pub timeout: Duration,
     /// Where the readers' news goes (see [`crate::news`]); `None`: not listened for.
@@ -31,12 +37,14 @@ pub struct StoreSettings {
 }
 
 impl StoreSettings {
-    /// A 30 s lease, 10 min to bring a runner up, 10 s per statement.
+    /// A 30 s lease, 10 min to bring a runner up, 30 s for a claim's runner to be reported,
+    /// 10 s per statement.
     pub fn new(host_id: impl Into<String>) -> Self {
         StoreSettings {
             host_id: host_id.into(),
             lease: Duration::from_secs(30),
             bring_up_bound: Duration::from_secs(600),
+            orphan_grace: Duration::from_secs(30),
             timeout: Duration::from_secs(10),
             news: None,
         }
@@ -282,7 +290,11 @@ impl PoolStore {
 
     /// Renews this host's lease, says how much it can take now and, when they changed since
     /// the last heartbeat on this connection, which runners it has (who runs what; `None`:
-    /// not known now, the last written stand).
+    /// not known now, the last written stand). With the runners known, this host's claims
+    /// older than the orphan grace whose runner is not among them go (see
+    /// [`StoreSettings::orphan_grace`]); a claim whose runner ran a job stays until the next
+    /// publish, as ever. Call it after telling the runner ends the database missed, so such a
+    /// claim is marked before it could be taken for an orphan.
     pub async fn heartbeat(
         &mut self,
         label: &str,
@@ -302,24 +314,44 @@ impl PoolStore {
         });
         let rewrite = running.is_some() && self.running_written != running;
         let host = self.settings.host_id.clone();
+        let grace = self.settings.orphan_grace.as_secs_f64();
         let client = &mut self.client;
         let rows = running.clone().unwrap_or_default();
+        let known = running.is_some();
         let work = async move {
             const RENEW: &str =
                 "INSERT INTO rm_pool_hosts (host_id, label, capacity, free, lease_until, seen_at)
                  VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), now())
                  ON CONFLICT (host_id) DO UPDATE SET label = $2, capacity = $3, free = $4,
                      lease_until = now() + make_interval(secs => $5), seen_at = now()";
+            // The same, and in the same statement (a heartbeat stays one statement) this
+            // host's orphaned claims go.
+            const RENEW_AND_DROP_ORPHANS: &str = "WITH orphans AS (
+                     DELETE FROM rm_pool_claims
+                     WHERE host_id = $1 AND NOT ran_job
+                       AND claimed_at < now() - make_interval(secs => $6)
+                       AND runner <> ALL($7::text[]))
+                 INSERT INTO rm_pool_hosts (host_id, label, capacity, free, lease_until, seen_at)
+                 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), now())
+                 ON CONFLICT (host_id) DO UPDATE SET label = $2, capacity = $3, free = $4,
+                     lease_until = now() + make_interval(secs => $5), seen_at = now()";
+            let runners: Vec<&str> = rows.iter().map(|r| r.runner.as_str()).collect();
             let renew: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
                 [&host, &label, &capacity, &free, &lease];
+            let renew_and_drop: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+                [&host, &label, &capacity, &free, &lease, &grace, &runners];
+            let (sql, params): (&str, &[&(dyn tokio_postgres::types::ToSql + Sync)]) = if known {
+                (RENEW_AND_DROP_ORPHANS, &renew_and_drop)
+            } else {
+                (RENEW, &renew)
+            };
             if !rewrite {
-                return client.execute(RENEW, &renew).await.map(|_| ());
+                return client.execute(sql, params).await.map(|_| ());
             }
             let tx = client.transaction().await?;
-            tx.execute(RENEW, &renew).await?;
+            tx.execute(sql, params).await?;
             tx.execute("DELETE FROM rm_pool_running WHERE host_id = $1", &[&host])
                 .await?;
-            let runners: Vec<&str> = rows.iter().map(|r| r.runner.as_str()).collect();
             let targets: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
             let jobs: Vec<Option<i64>> = rows
                 .iter()

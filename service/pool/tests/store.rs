@@ -1,7 +1,8 @@
 //! The pool's database side against a real PostgreSQL (a throwaway cluster per test, see
 //! `support`): claims that never overlap and stay one to one with queued jobs when runners
 //! take each other's jobs, claims settled by the reader's publish and by runners ending,
-//! leases that place a silent host's jobs elsewhere, one demand reader per target, the schema
+//! leases that place a silent host's jobs elsewhere, a claim whose runner never came
+//! dropped at its host's next heartbeat, one demand reader per target, the schema
 //! migrated once (and from the first version) and a newer one refused, who runs what on each
 //! host, an unreachable database reported as such and recovered from, and bad input named.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -264,6 +265,56 @@ async fn a_claim_waits_for_its_runner_only_within_the_bring_up_bound() {
         "a runner never seen to take a job does not hold it for ever"
     );
     assert_eq!(other.claim(TARGET, "ro", &[7]).await.unwrap(), Some(7));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_runner_never_came_goes_at_its_hosts_next_heartbeat() {
+    let pg = Cluster::start();
+    let (url, pw) = PoolUrl::parse(&pg.url()).unwrap();
+    // No grace: every claim is old enough to be an orphan if its runner is not reported.
+    let mut settings = StoreSettings::new("a");
+    settings.lease = LONG;
+    settings.orphan_grace = Duration::ZERO;
+    let mut a = PoolStore::connect(&url, pw.as_ref(), settings)
+        .await
+        .unwrap();
+    a.heartbeat("l", 4, 4, Some(&[])).await.unwrap();
+    // `b` keeps the default grace (30 s): its claims are always young here.
+    let mut b = host(&pg, "b", LONG).await;
+    publish(&mut b, &[1, 2, 3, 4, 5], &[]).await;
+    assert_eq!(a.claim(TARGET, "ra1", &[1]).await.unwrap(), Some(1));
+    assert_eq!(a.claim(TARGET, "ra2", &[2]).await.unwrap(), Some(2));
+    assert_eq!(a.claim(TARGET, "ra3", &[3]).await.unwrap(), Some(3));
+    assert_eq!(b.claim(TARGET, "rb4", &[4]).await.unwrap(), Some(4));
+    // ra3 ran a job and ended: its claim counts until the next read, orphan or not.
+    a.finish("ra3", true).await.unwrap();
+    // Runners not known (the journal unreadable): nothing is taken for an orphan.
+    a.heartbeat("l", 4, 2, None).await.unwrap();
+    assert_eq!(claims(&b).await.len(), 4);
+    // `a` has ra1 only: ra2's runner never came (a crash between the claim and its journal
+    // entry, or an answer lost with the connection).
+    let ra1 = running("ra1", TARGET, None);
+    a.heartbeat("l", 4, 3, Some(std::slice::from_ref(&ra1)))
+        .await
+        .unwrap();
+    assert_eq!(
+        claims(&b).await,
+        vec![c(1, "ra1", false), c(3, "ra3", true), c(4, "rb4", false)],
+        "only a's claim without a runner goes; ran-job claims and b's stay"
+    );
+    // Its job is free for any host now, not after the bring-up bound.
+    assert_eq!(b.claim(TARGET, "rb2", &[2]).await.unwrap(), Some(2));
+    // A young claim without its runner yet (being journalled) stays: `b` reports no runner.
+    b.heartbeat("l", 4, 2, Some(&[])).await.unwrap();
+    assert_eq!(
+        claims(&b).await,
+        vec![
+            c(1, "ra1", false),
+            c(2, "rb2", false),
+            c(3, "ra3", true),
+            c(4, "rb4", false)
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,6 +93,8 @@ impl PoolLink {
     fn settings(&self, host_id: &str) -> StoreSettings {
         let mut settings = StoreSettings::new(host_id);
         settings.lease = self.lease;
+        // A claim's runner is journalled milliseconds after the claim: a lease is ample.
+        settings.orphan_grace = self.lease;
         settings
     }
 
