@@ -138,9 +138,17 @@ impl RunnerRoot {
                 count,
             } => {
                 let used = self.uids_in_use()?;
+                let ours = |u: u32| u >= first_uid && u - first_uid < count;
+                // A uid with no runtime here may still run processes: a job's leftovers (see
+                // `process::uids`), or another service's runner. It is not handed out.
+                let running = crate::process::uids::running_as(|u| ours(u) && !used.contains(&u))
+                    .map_err(io_err(Path::new("/proc")))?;
+                for (uid, pids) in &running {
+                    tracing::info!(uid, ?pids, "runner uid skipped: processes still run as it (left by an earlier job, or another service's runner)");
+                }
                 let uid = (0..count)
                     .filter_map(|i| first_uid.checked_add(i))
-                    .find(|u| !used.contains(u))
+                    .find(|u| !used.contains(u) && !running.contains_key(u))
                     .ok_or(RuntimeError::NoFreeUid { first_uid, count })?;
                 Some(Ownership { uid, gid })
             }
@@ -299,15 +307,61 @@ mod tests {
     }
 
     #[test]
+    fn a_uid_that_processes_still_run_as_is_not_handed_out() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root to run a process as another uid");
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        // A range of its own: tests run at once, and services on this machine use the default.
+        let first_uid = 1_500_000_100;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = ResolvedRunAs::Pool {
+            gid: 65534,
+            first_uid,
+            count: 3,
+        };
+        let root = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();
+        // Left running by an earlier job under the first uid, whose runtime is gone.
+        let mut leftover = std::process::Command::new("sleep")
+            .arg("300")
+            .uid(first_uid)
+            .gid(65534)
+            .spawn()
+            .unwrap();
+        let a = root
+            .create_runtime(&RuntimeName::new("a").unwrap())
+            .unwrap();
+        assert_eq!(a.owner.unwrap().uid, first_uid + 1);
+        // Once it died (a zombie not yet reaped runs nothing), the uid is free again.
+        leftover.kill().unwrap();
+        let pid = leftover.id();
+        let start = std::time::Instant::now();
+        while crate::process::procfs::read_stat(pid)
+            .unwrap()
+            .is_some_and(|s| s.state != 'Z')
+        {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let b = root
+            .create_runtime(&RuntimeName::new("b").unwrap())
+            .unwrap();
+        assert_eq!(b.owner.unwrap().uid, first_uid);
+        leftover.wait().unwrap();
+    }
+
+    #[test]
     fn pool_allocates_distinct_uids_from_the_filesystem() {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("skipped: needs root to chown runtimes");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
+        // Not the default range, which services running on this machine use.
         let pool = ResolvedRunAs::Pool {
             gid: 65534,
-            first_uid: 1_500_000_000,
+            first_uid: 1_500_000_200,
             count: 2,
         };
         let root = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();

@@ -6,6 +6,7 @@
 
 #[cfg(target_os = "linux")]
 pub(crate) mod procfs;
+pub(crate) mod uids;
 
 use crate::runtime::Ownership;
 use crate::secret::JitConfig;

@@ -91,6 +91,32 @@ pub(crate) fn live_group_members(pgid: i32) -> io::Result<Vec<u32>> {
     Ok(out)
 }
 
+/// The real, effective, saved and filesystem uids of `/proc/<pid>/status`; `None` when the
+/// process is gone (or its status has no `Uid:` line, which Linux always writes).
+fn read_uids(pid: u32) -> Option<[u32; 4]> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    let mut ids = line.split_whitespace().map(|v| v.parse::<u32>().ok());
+    Some([ids.next()??, ids.next()??, ids.next()??, ids.next()??])
+}
+
+/// Running processes (zombies excluded) any of whose uids `wanted` picks, as (pid, that uid).
+/// A process that vanishes while being read is left out.
+pub(crate) fn live_processes_of_uids(wanted: impl Fn(u32) -> bool) -> io::Result<Vec<(u32, u32)>> {
+    let mut out = Vec::new();
+    for pid in list_pids()? {
+        let Some(uid) = read_uids(pid).and_then(|ids| ids.into_iter().find(|u| wanted(*u))) else {
+            continue;
+        };
+        if let Ok(Some(stat)) = read_stat(pid) {
+            if stat.state != 'Z' && stat.state != 'X' {
+                out.push((pid, uid));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Group leaders whose working directory is `dir` (the listener runs with cwd = its runtime
 /// and leads its own group), for recovering a runner whose spawn was not journalled.
 pub(crate) fn group_leaders_in(dir: &std::path::Path) -> io::Result<Vec<(u32, Stat)>> {
