@@ -830,14 +830,24 @@ impl Caches {
     /// Every cache directory with its size (walks the trees: call off the async threads).
     pub fn entries(&self) -> Result<Vec<EntryInfo>, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        self.entries_locked()
+        self.entries_locked(|_| true, true)
     }
 
-    fn entries_locked(&self) -> Result<Vec<EntryInfo>, CachesError> {
+    /// The caches of the namespaces `namespaces` picks, and the tool cache's tools when
+    /// `tool_cache`: only those trees are walked for their size (the tool cache is often the
+    /// largest, and a prune or purge never removes from it).
+    fn entries_locked(
+        &self,
+        namespaces: impl Fn(&Namespace) -> bool,
+        tool_cache: bool,
+    ) -> Result<Vec<EntryInfo>, CachesError> {
         let live = self.live_records()?;
         let stats = stats::Stats::load(&self.root);
         let mut out = Vec::new();
         for (ns, dir) in self.namespace_dirs()? {
+            if !namespaces(&ns) {
+                continue;
+            }
             let rel = ns.rel_dir();
             for tool in fsutil::child_names(&dir)? {
                 let path = dir.join(&tool);
@@ -854,6 +864,9 @@ impl Caches {
                     path,
                 });
             }
+        }
+        if !tool_cache {
+            return Ok(out);
         }
         let any_live = !live.is_empty();
         for tool in fsutil::child_names(&self.tool_cache_dir())? {
@@ -877,11 +890,7 @@ impl Caches {
     /// version; `cache clear --tool tool-cache` empties it).
     pub fn prune(&self, cap: u64) -> Result<Removal, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries: Vec<EntryInfo> = self
-            .entries_locked()?
-            .into_iter()
-            .filter(|e| e.namespace.is_some())
-            .collect();
+        let entries: Vec<EntryInfo> = self.entries_locked(|_| true, false)?;
         let plan: Vec<rm_core::caches::Entry> = entries
             .iter()
             .map(|e| rm_core::caches::Entry {
@@ -928,10 +937,7 @@ impl Caches {
     pub fn purge(&self, namespace: &Namespace) -> Result<Removal, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Removal::default();
-        for e in self.entries_locked()? {
-            if e.namespace.as_ref() != Some(namespace) {
-                continue;
-            }
+        for e in self.entries_locked(|ns| ns == namespace, false)? {
             fsutil::remove_any(&e.path)?;
             out.removed.push(e);
         }
@@ -951,7 +957,8 @@ impl Caches {
         let mut out = Removal::default();
         let wants_tool_cache =
             filter.namespace.is_none() && filter.tool.as_deref().is_none_or(|t| t == TOOL_CACHE_ID);
-        for e in self.entries_locked()? {
+        let namespaces = |ns: &Namespace| filter.namespace.as_ref().is_none_or(|f| f == ns);
+        for e in self.entries_locked(namespaces, wants_tool_cache)? {
             let matches = match &e.namespace {
                 Some(ns) => {
                     filter.namespace.as_ref().is_none_or(|f| f == ns)

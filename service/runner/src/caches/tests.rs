@@ -261,6 +261,51 @@ fn pruning_keeps_the_cap_and_spares_a_cache_in_use_and_clear_names_what_it_left(
 }
 
 #[test]
+fn a_purge_removes_one_namespace_and_a_prune_never_the_tool_cache() {
+    let w = world();
+    for (repo, name) in [("octo/fork-target", "a"), ("octo/kept", "b")] {
+        let rt = w.runtime(name);
+        let p = w
+            .caches
+            .prepare(&rt, &plan(repo, CacheAccess::ReadWrite))
+            .unwrap();
+        fs::write(
+            Path::new(var(&p, "npm_config_cache")).join("blob"),
+            vec![7u8; 64 * 1024],
+        )
+        .unwrap();
+        w.end(&rt);
+    }
+    let tool = w.caches.tool_cache_dir().join("mytool");
+    fs::create_dir_all(&tool).unwrap();
+    fs::write(tool.join("big"), vec![1u8; 256 * 1024]).unwrap();
+    let ns = |repo: &str| Namespace::of_target(&rm_core::Target::parse(repo).unwrap());
+
+    let purged = w.caches.purge(&ns("octo/fork-target")).unwrap();
+    assert!(!purged.removed.is_empty());
+    assert!(purged
+        .removed
+        .iter()
+        .all(|e| e.namespace == Some(ns("octo/fork-target"))));
+    let left = w.caches.entries().unwrap();
+    assert!(left
+        .iter()
+        .all(|e| e.namespace != Some(ns("octo/fork-target"))));
+    assert!(left.iter().any(|e| e.namespace == Some(ns("octo/kept"))));
+
+    // A cap of nothing: every dependency cache goes, the tool cache stays whole.
+    let pruned = w.caches.prune(0).unwrap();
+    assert!(pruned.removed.iter().all(|e| e.namespace.is_some()));
+    assert!(tool.join("big").exists());
+    assert!(w
+        .caches
+        .entries()
+        .unwrap()
+        .iter()
+        .all(|e| e.namespace.is_none()));
+}
+
+#[test]
 fn a_setup_failure_becomes_a_problem_once_it_repeats_and_goes_with_a_success() {
     let settings = CacheSettings::default();
     settings.note_workspace_setup(Err("disk full".into()));
