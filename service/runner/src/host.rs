@@ -37,6 +37,9 @@ pub struct RunnerHostConfig {
     pub env: RunnerEnv,
     /// The caches' size cap and tool cache switch (shared, like `env`).
     pub caches: CacheSettings,
+    /// Where the per-attempt uids this service holds are claimed, machine-wide (see
+    /// [`crate::uid_claims`]).
+    pub uid_claims_dir: PathBuf,
 }
 
 impl RunnerHostConfig {
@@ -52,6 +55,7 @@ impl RunnerHostConfig {
             copy_threads: crate::materialize::default_threads(),
             env: RunnerEnv::default(),
             caches: CacheSettings::default(),
+            uid_claims_dir: PathBuf::from(crate::uid_claims::DEFAULT_UID_CLAIMS_DIR),
         }
     }
 }
@@ -116,7 +120,8 @@ impl<S: PackageSource> RunnerHost<S> {
     pub fn open(config: RunnerHostConfig, source: S) -> Result<Self, HostError> {
         let run_as = config.run_as.resolve()?;
         let cache = PackageCache::open(&config.cache_dir, source)?;
-        let root = RunnerRoot::prepare(&config.runner_root, run_as)?;
+        let root =
+            RunnerRoot::prepare_with_claims(&config.runner_root, run_as, &config.uid_claims_dir)?;
         let owners = match run_as {
             ResolvedRunAs::ServiceUser => CacheOwners::Single { runner: None },
             ResolvedRunAs::Fixed(o) => CacheOwners::Single { runner: Some(o) },
@@ -230,8 +235,15 @@ impl<S: PackageSource> RunnerHost<S> {
                     report,
                 }),
                 Err(e) => {
-                    if let Err(s) = scrub(&runtime.path) {
-                        tracing::warn!(runtime = %runtime.path.display(), error = %s, "could not remove a half-prepared runtime");
+                    match scrub(&runtime.path) {
+                        Ok(_) => {
+                            if let Some(o) = runtime.owner {
+                                root.release_uid(o.uid);
+                            }
+                        }
+                        Err(s) => {
+                            tracing::warn!(runtime = %runtime.path.display(), error = %s, "could not remove a half-prepared runtime")
+                        }
                     }
                     Err(e.into())
                 }
@@ -336,7 +348,9 @@ impl<S: PackageSource> RunnerHost<S> {
         blocking(move || Ok(read_evidence(&path)?)).await
     }
 
-    /// Removes the runtime entirely, then its runner id sidecar (off the async threads).
+    /// Ends whatever the job left running under the runtime's uid (when this service holds it),
+    /// removes the runtime entirely, then its runner id sidecar, and gives the uid back (off
+    /// the async threads).
     /// A persistent workspace it holds is saved first when `keep_workspace` (the runner ended
     /// cleanly), else reset. Retryable failures come back as [`HostError::Scrub`]; drive them
     /// with [`crate::ScrubRetry`].
@@ -351,6 +365,29 @@ impl<S: PackageSource> RunnerHost<S> {
         let cap = self.config.caches.cap_bytes();
         blocking(move || {
             let path = root.runtime_path(&name);
+            // First, so nothing the job left running writes into the workspace being saved
+            // or the runtime being removed.
+            let uid = root.held_uid(&name);
+            let mut ended_all = true;
+            if let Some(uid) = uid {
+                // Whatever is left keeps the uid held, and is not handed out while it runs;
+                // the scrub goes on.
+                match root.end_processes_of(uid) {
+                    Ok(ended) => {
+                        if !ended.ended.is_empty() {
+                            tracing::info!(runtime = %name, uid, pids = ?ended.ended, "processes the job left running were ended");
+                        }
+                        if !ended.remaining.is_empty() {
+                            tracing::warn!(runtime = %name, uid, pids = ?ended.remaining, "processes the job left running did not end after SIGKILL");
+                            ended_all = false;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(runtime = %name, uid, error = %e, "the processes the job left running could not be ended");
+                        ended_all = false;
+                    }
+                }
+            }
             if let Some(slots) = workspaces {
                 // Never blocks the scrub: a slot that cannot be saved is simply not there next
                 // time.
@@ -375,6 +412,9 @@ impl<S: PackageSource> RunnerHost<S> {
                 }
             }
             root.remove_sidecar(&name)?;
+            if let (Some(uid), true) = (uid, ended_all) {
+                root.release_uid(uid);
+            }
             Ok(report)
         })
         .await

@@ -6,6 +6,8 @@
 //! nests deep work directories below its root.
 
 use crate::account::ResolvedRunAs;
+use crate::process::EndedProcesses;
+use crate::uid_claims::UidClaims;
 use std::collections::HashSet;
 use std::fmt;
 use std::fs;
@@ -99,22 +101,71 @@ pub struct RunnerRoot {
     run_as: ResolvedRunAs,
     /// Serializes uid allocation with directory creation, so two prepares never pick one uid.
     alloc: Mutex<()>,
+    /// With per-attempt uids: the uids this service holds on the machine.
+    claims: Option<UidClaims>,
 }
 
 impl RunnerRoot {
     /// Creates the root if needed and sets it to 0755 (owned by root when the service is root).
+    /// With per-attempt uids, claims are kept in
+    /// [`DEFAULT_UID_CLAIMS_DIR`](crate::uid_claims::DEFAULT_UID_CLAIMS_DIR).
     pub fn prepare(path: impl Into<PathBuf>, run_as: ResolvedRunAs) -> Result<Self, RuntimeError> {
+        Self::prepare_with_claims(path, run_as, crate::uid_claims::DEFAULT_UID_CLAIMS_DIR)
+    }
+
+    /// [`Self::prepare`] with the claims kept in `claims_dir`; the uids of the runtimes found
+    /// (a restart) are claimed again.
+    pub fn prepare_with_claims(
+        path: impl Into<PathBuf>,
+        run_as: ResolvedRunAs,
+        claims_dir: impl AsRef<Path>,
+    ) -> Result<Self, RuntimeError> {
         let path = path.into();
         fs::create_dir_all(&path).map_err(io_err(&path))?;
         if nix::unistd::geteuid().is_root() {
             std::os::unix::fs::lchown(&path, Some(0), Some(0)).map_err(io_err(&path))?;
         }
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(io_err(&path))?;
-        Ok(Self {
+        let claims = match run_as {
+            ResolvedRunAs::Pool { .. } => match UidClaims::open(claims_dir.as_ref()) {
+                Ok(claims) => Some(claims),
+                // Runners still never share a uid with a running process; only what a job
+                // leaves running is not ended, and two services here may pick one uid at once.
+                Err(e) => {
+                    tracing::warn!(dir = %claims_dir.as_ref().display(), error = %e, "runner uids cannot be claimed machine-wide: processes a job leaves running will not be ended; make the directory writable for the service");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let root = Self {
             path,
             run_as,
             alloc: Mutex::new(()),
-        })
+            claims,
+        };
+        if let Some(claims) = &root.claims {
+            for runtime in root.list()? {
+                let Some(uid) = runtime.owner.map(|o| o.uid).filter(|u| root.in_range(*u)) else {
+                    continue;
+                };
+                if !claims.try_claim(uid).map_err(io_err(claims.dir()))? {
+                    // Its leftovers are then not ended here: they may be the other service's.
+                    tracing::warn!(runtime = %runtime.name, uid, "another runner-manager service on this machine holds the uid of a runtime found here");
+                }
+            }
+        }
+        Ok(root)
+    }
+
+    /// Whether `uid` is one of the per-attempt uids this root hands out.
+    fn in_range(&self, uid: u32) -> bool {
+        match self.run_as {
+            ResolvedRunAs::Pool {
+                first_uid, count, ..
+            } => uid >= first_uid && uid - first_uid < count,
+            _ => false,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -138,31 +189,57 @@ impl RunnerRoot {
                 count,
             } => {
                 let used = self.uids_in_use()?;
-                let ours = |u: u32| u >= first_uid && u - first_uid < count;
-                // A uid with no runtime here may still run processes: a job's leftovers (see
-                // `process::uids`), or another service's runner. It is not handed out.
-                let running = crate::process::uids::running_as(|u| ours(u) && !used.contains(&u))
-                    .map_err(io_err(Path::new("/proc")))?;
+                // A uid with no runtime here may still run processes: a job's leftovers that
+                // could not be ended (see `process::uids`), or another service's runner. It is
+                // not handed out.
+                let running =
+                    crate::process::uids::running_as(|u| self.in_range(u) && !used.contains(&u))
+                        .map_err(io_err(Path::new("/proc")))?;
                 for (uid, pids) in &running {
                     tracing::info!(uid, ?pids, "runner uid skipped: processes still run as it (left by an earlier job, or another service's runner)");
                 }
-                let uid = (0..count)
-                    .filter_map(|i| first_uid.checked_add(i))
-                    .find(|u| !used.contains(u) && !running.contains_key(u))
-                    .ok_or(RuntimeError::NoFreeUid { first_uid, count })?;
+                let mut picked = None;
+                for uid in (0..count).filter_map(|i| first_uid.checked_add(i)) {
+                    if used.contains(&uid) || running.contains_key(&uid) {
+                        continue;
+                    }
+                    // Last, as it takes the uid: one another service picked and has not
+                    // started anything under yet is skipped too.
+                    match &self.claims {
+                        Some(claims) if !claims.try_claim(uid).map_err(io_err(claims.dir()))? => {}
+                        _ => {
+                            picked = Some(uid);
+                            break;
+                        }
+                    }
+                }
+                let uid = picked.ok_or(RuntimeError::NoFreeUid { first_uid, count })?;
                 Some(Ownership { uid, gid })
             }
         };
-        match fs::create_dir(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(RuntimeError::AlreadyExists { path })
+        let made = fs::create_dir(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => RuntimeError::AlreadyExists { path: path.clone() },
+                _ => io_err(&path)(e),
+            })
+            .and_then(|()| {
+                fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
+                    .map_err(io_err(&path))?;
+                if let Some(o) = owner {
+                    std::os::unix::fs::lchown(&path, Some(o.uid), Some(o.gid))
+                        .map_err(io_err(&path))?;
+                }
+                Ok(())
+            });
+        if let Err(e) = made {
+            // Not on AlreadyExists: that directory is an earlier runtime's.
+            if !matches!(e, RuntimeError::AlreadyExists { .. }) {
+                let _ = fs::remove_dir(&path);
             }
-            Err(e) => return Err(io_err(&path)(e)),
-        }
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(io_err(&path))?;
-        if let Some(o) = owner {
-            std::os::unix::fs::lchown(&path, Some(o.uid), Some(o.gid)).map_err(io_err(&path))?;
+            if let (Some(o), Some(claims)) = (owner, &self.claims) {
+                claims.release(o.uid);
+            }
+            return Err(e);
         }
         Ok(Runtime {
             name: name.clone(),
@@ -247,6 +324,32 @@ impl RunnerRoot {
         }
     }
 
+    /// The per-attempt uid `name`'s runtime belongs to, when this service holds it on the
+    /// machine; `None` when the runtime is gone or runners get no uid of their own.
+    pub fn held_uid(&self, name: &RuntimeName) -> Option<u32> {
+        let claims = self.claims.as_ref()?;
+        let uid = fs::symlink_metadata(self.runtime_path(name)).ok()?.uid();
+        (self.in_range(uid) && claims.holds(uid)).then_some(uid)
+    }
+
+    /// Ends every process still running as `uid`: what a finished job left outside its
+    /// runner's process group. Only a uid this service holds: another's may be a running job.
+    pub fn end_processes_of(&self, uid: u32) -> Result<EndedProcesses, RuntimeError> {
+        match &self.claims {
+            Some(claims) if self.in_range(uid) && claims.holds(uid) => {
+                crate::process::uids::end_all_as(uid).map_err(io_err(Path::new("/proc")))
+            }
+            _ => Ok(EndedProcesses::default()),
+        }
+    }
+
+    /// Gives a uid back once its runtime is removed, for this or another service to hand out.
+    pub fn release_uid(&self, uid: u32) {
+        if let Some(claims) = &self.claims {
+            claims.release(uid);
+        }
+    }
+
     /// The filesystem is the record of which per-attempt uid is taken: a runtime's owner.
     fn uids_in_use(&self) -> Result<HashSet<u32>, RuntimeError> {
         let mut used = HashSet::new();
@@ -321,7 +424,9 @@ mod tests {
             first_uid,
             count: 3,
         };
-        let root = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();
+        let root =
+            RunnerRoot::prepare_with_claims(dir.path().join("r"), pool, dir.path().join("uids"))
+                .unwrap();
         // Left running by an earlier job under the first uid, whose runtime is gone.
         let mut leftover = std::process::Command::new("sleep")
             .arg("300")
@@ -364,7 +469,8 @@ mod tests {
             first_uid: 1_500_000_200,
             count: 2,
         };
-        let root = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();
+        let claims = dir.path().join("uids");
+        let root = RunnerRoot::prepare_with_claims(dir.path().join("r"), pool, &claims).unwrap();
         let a = root
             .create_runtime(&RuntimeName::new("a").unwrap())
             .unwrap();
@@ -378,10 +484,114 @@ mod tests {
         ));
         // A fresh RunnerRoot (a restart) sees the same uids as taken.
         fs::remove_dir(&a.path).unwrap();
-        let again = RunnerRoot::prepare(dir.path().join("r"), pool).unwrap();
+        drop(root);
+        let again = RunnerRoot::prepare_with_claims(dir.path().join("r"), pool, &claims).unwrap();
         let c = again
             .create_runtime(&RuntimeName::new("c").unwrap())
             .unwrap();
         assert_eq!(c.owner.unwrap().uid, a.owner.unwrap().uid);
+    }
+
+    /// Two runner roots with one claims directory stand for two services on one machine.
+    fn two_services(
+        dir: &Path,
+        first_uid: u32,
+        count: u32,
+    ) -> (RunnerRoot, RunnerRoot, ResolvedRunAs) {
+        let pool = ResolvedRunAs::Pool {
+            gid: 65534,
+            first_uid,
+            count,
+        };
+        let claims = dir.join("uids");
+        let a = RunnerRoot::prepare_with_claims(dir.join("a"), pool, &claims).unwrap();
+        let b = RunnerRoot::prepare_with_claims(dir.join("b"), pool, &claims).unwrap();
+        (a, b, pool)
+    }
+
+    #[test]
+    fn a_uid_another_service_picked_is_not_handed_out_before_anything_runs_as_it() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root to chown runtimes");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let first_uid = 1_500_000_300;
+        let (a, b, pool) = two_services(dir.path(), first_uid, 2);
+        let name = RuntimeName::new("r1").unwrap();
+        assert_eq!(
+            a.create_runtime(&name).unwrap().owner.unwrap().uid,
+            first_uid
+        );
+        // No process runs as it yet (the runner is not spawned): the claim alone keeps it.
+        assert_eq!(
+            b.create_runtime(&RuntimeName::new("r2").unwrap())
+                .unwrap()
+                .owner
+                .unwrap()
+                .uid,
+            first_uid + 1
+        );
+        assert!(matches!(
+            b.create_runtime(&RuntimeName::new("r3").unwrap()),
+            Err(RuntimeError::NoFreeUid { .. })
+        ));
+        // A restart of the first service claims its runtime's uid again at once.
+        drop(a);
+        let a =
+            RunnerRoot::prepare_with_claims(dir.path().join("a"), pool, dir.path().join("uids"))
+                .unwrap();
+        assert_eq!(a.held_uid(&name), Some(first_uid));
+        assert!(matches!(
+            b.create_runtime(&RuntimeName::new("r3").unwrap()),
+            Err(RuntimeError::NoFreeUid { .. })
+        ));
+        // Given back once its runtime is gone, the other service may hand it out.
+        fs::remove_dir(a.runtime_path(&name)).unwrap();
+        a.release_uid(first_uid);
+        assert_eq!(
+            b.create_runtime(&RuntimeName::new("r3").unwrap())
+                .unwrap()
+                .owner
+                .unwrap()
+                .uid,
+            first_uid
+        );
+    }
+
+    #[test]
+    fn the_processes_a_job_left_are_ended_by_the_service_holding_its_uid_only() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root to run a process as another uid");
+            return;
+        }
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let dir = tempfile::tempdir().unwrap();
+        let first_uid = 1_500_000_400;
+        let (a, b, _) = two_services(dir.path(), first_uid, 2);
+        let name = RuntimeName::new("r1").unwrap();
+        let uid = a.create_runtime(&name).unwrap().owner.unwrap().uid;
+        // A job's process that left its runner's group, as `setsid` makes one.
+        let mut leftover = std::process::Command::new("sleep")
+            .arg("300")
+            .uid(uid)
+            .gid(65534)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let alive = |pid: u32| {
+            crate::process::procfs::read_stat(pid)
+                .unwrap()
+                .is_some_and(|s| s.state != 'Z')
+        };
+        // The other service does not hold the uid: for all it knows that is a running job.
+        assert_eq!(b.end_processes_of(uid).unwrap(), EndedProcesses::default());
+        assert!(alive(leftover.id()));
+        assert_eq!(a.held_uid(&name), Some(uid));
+        let ended = a.end_processes_of(uid).unwrap();
+        assert_eq!(ended.ended, vec![leftover.id()]);
+        assert!(ended.remaining.is_empty());
+        assert_eq!(leftover.wait().unwrap().signal(), Some(9));
+        assert!(!alive(leftover.id()));
     }
 }

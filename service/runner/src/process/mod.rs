@@ -8,6 +8,8 @@
 pub(crate) mod procfs;
 pub(crate) mod uids;
 
+pub use uids::EndedProcesses;
+
 use crate::runtime::Ownership;
 use crate::secret::JitConfig;
 use std::collections::HashMap;
