@@ -323,6 +323,21 @@ pub struct Caches {
     /// [`RECENT_WRITERS`]): a runner's job is learnt from GitHub only later, and a fork's job
     /// on a writer means its namespace must go.
     writers: Mutex<std::collections::VecDeque<(String, Namespace)>>,
+    /// Sizes of dependency caches measured since a runner last wrote them. Only a runner of
+    /// the namespace that shared the cache (its record says so) writes it, so the size holds
+    /// until such a runner is released; the prune after every runner's end then walks only
+    /// what that runner wrote, not every cache on the machine. In memory: a restart measures
+    /// again.
+    sizes: Mutex<HashMap<PathBuf, u64>>,
+}
+
+/// Whether [`Caches::entries_locked`] may use remembered sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sizes {
+    /// Walk every tree (what a person asked to see or remove is shown as it is now).
+    Measured,
+    /// Walk only trees written since they were last measured (the prune between jobs).
+    Remembered,
 }
 
 /// How many writers [`Caches::writer_of`] remembers.
@@ -350,6 +365,7 @@ impl Caches {
             platform: platform.to_owned(),
             lock: Mutex::new(()),
             writers: Mutex::new(std::collections::VecDeque::new()),
+            sizes: Mutex::new(HashMap::new()),
         };
         caches.ensure_layout()?;
         Ok(caches)
@@ -819,6 +835,13 @@ impl Caches {
         let path = self.record_path(runtime_name);
         let record = record::read(&path);
         fsutil::remove_any(&path)?;
+        if let Some(ns) = record.as_ref().and_then(|r| r.namespace.as_deref()) {
+            let ns_dir = self.deps_dir().join(ns);
+            let mut sizes = self.sizes.lock().unwrap_or_else(PoisonError::into_inner);
+            for tool in record.iter().flat_map(|r| &r.shared) {
+                sizes.remove(&ns_dir.join(tool));
+            }
+        }
         if record.is_some_and(|r| r.tool_lease)
             && !self.live_records()?.iter().any(|r| r.tool_lease)
         {
@@ -830,7 +853,7 @@ impl Caches {
     /// Every cache directory with its size (walks the trees: call off the async threads).
     pub fn entries(&self) -> Result<Vec<EntryInfo>, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        self.entries_locked(|_| true, true)
+        self.entries_locked(|_| true, true, Sizes::Measured)
     }
 
     /// The caches of the namespaces `namespaces` picks, and the tool cache's tools when
@@ -840,8 +863,10 @@ impl Caches {
         &self,
         namespaces: impl Fn(&Namespace) -> bool,
         tool_cache: bool,
+        sizes: Sizes,
     ) -> Result<Vec<EntryInfo>, CachesError> {
         let live = self.live_records()?;
+        let mut known = self.sizes.lock().unwrap_or_else(PoisonError::into_inner);
         let stats = stats::Stats::load(&self.root);
         let mut out = Vec::new();
         for (ns, dir) in self.namespace_dirs()? {
@@ -856,7 +881,14 @@ impl Caches {
                     in_use: live.iter().any(|r| {
                         r.namespace.as_deref() == Some(rel.as_str()) && r.shared.contains(&tool)
                     }),
-                    bytes: dir_size(&path),
+                    bytes: match (sizes, known.get(&path)) {
+                        (Sizes::Remembered, Some(bytes)) => *bytes,
+                        _ => {
+                            let bytes = dir_size(&path);
+                            known.insert(path.clone(), bytes);
+                            bytes
+                        }
+                    },
                     namespace: Some(ns.clone()),
                     tool,
                     hits,
@@ -890,7 +922,7 @@ impl Caches {
     /// version; `cache clear --tool tool-cache` empties it).
     pub fn prune(&self, cap: u64) -> Result<Removal, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries: Vec<EntryInfo> = self.entries_locked(|_| true, false)?;
+        let entries: Vec<EntryInfo> = self.entries_locked(|_| true, false, Sizes::Remembered)?;
         let plan: Vec<rm_core::caches::Entry> = entries
             .iter()
             .map(|e| rm_core::caches::Entry {
@@ -902,7 +934,7 @@ impl Caches {
         let mut out = Removal::default();
         for i in rm_core::caches::prune_plan(&plan, cap) {
             let e = entries[i].clone();
-            fsutil::remove_any(&e.path)?;
+            self.remove_entry(&e.path)?;
             tracing::info!(cache = %e.path.display(), bytes = e.bytes, "pruned a cache (least recently used)");
             out.removed.push(e);
         }
@@ -918,6 +950,15 @@ impl Caches {
             }
         }
         Ok(out)
+    }
+
+    /// Removes a cache and forgets its size.
+    fn remove_entry(&self, path: &Path) -> Result<(), CachesError> {
+        self.sizes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(path);
+        fsutil::remove_any(path)
     }
 
     /// The namespace `runtime` was given to write, if it was (lately).
@@ -937,8 +978,8 @@ impl Caches {
     pub fn purge(&self, namespace: &Namespace) -> Result<Removal, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Removal::default();
-        for e in self.entries_locked(|ns| ns == namespace, false)? {
-            fsutil::remove_any(&e.path)?;
+        for e in self.entries_locked(|ns| ns == namespace, false, Sizes::Remembered)? {
+            self.remove_entry(&e.path)?;
             out.removed.push(e);
         }
         let mut stats = stats::Stats::load(&self.root);
@@ -958,7 +999,7 @@ impl Caches {
         let wants_tool_cache =
             filter.namespace.is_none() && filter.tool.as_deref().is_none_or(|t| t == TOOL_CACHE_ID);
         let namespaces = |ns: &Namespace| filter.namespace.as_ref().is_none_or(|f| f == ns);
-        for e in self.entries_locked(namespaces, wants_tool_cache)? {
+        for e in self.entries_locked(namespaces, wants_tool_cache, Sizes::Measured)? {
             let matches = match &e.namespace {
                 Some(ns) => {
                     filter.namespace.as_ref().is_none_or(|f| f == ns)
@@ -973,7 +1014,7 @@ impl Caches {
                 out.in_use.push(e);
                 continue;
             }
-            fsutil::remove_any(&e.path)?;
+            self.remove_entry(&e.path)?;
             out.removed.push(e);
         }
         let mut stats = stats::Stats::load(&self.root);

@@ -261,6 +261,37 @@ fn pruning_keeps_the_cap_and_spares_a_cache_in_use_and_clear_names_what_it_left(
 }
 
 #[test]
+fn a_prune_sees_what_the_last_runner_wrote_into_a_cache_measured_before() {
+    let w = world();
+    let write = |name: &str, file: &str, kib: usize| {
+        let rt = w.runtime(name);
+        let p = w
+            .caches
+            .prepare(&rt, &plan("octo/hello", CacheAccess::ReadWrite))
+            .unwrap();
+        fs::write(
+            Path::new(var(&p, "npm_config_cache")).join(file),
+            vec![7u8; kib * 1024],
+        )
+        .unwrap();
+        w.end(&rt);
+    };
+    write("a", "one", 256);
+    // Under the cap: kept, and its size is now remembered.
+    assert!(w.caches.prune(1024 * 1024).unwrap().removed.is_empty());
+    // A later runner of the namespace makes it larger than the cap: the remembered size no
+    // longer holds, and the prune after that runner's end walks it again.
+    write("b", "two", 2048);
+    let removed = w.caches.prune(1024 * 1024).unwrap().removed;
+    assert!(
+        removed
+            .iter()
+            .any(|e| e.tool == "npm" && e.bytes >= 2048 * 1024),
+        "{removed:?}"
+    );
+}
+
+#[test]
 fn a_purge_removes_one_namespace_and_a_prune_never_the_tool_cache() {
     let w = world();
     for (repo, name) in [("octo/fork-target", "a"), ("octo/kept", "b")] {
