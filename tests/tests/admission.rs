@@ -57,13 +57,12 @@ async fn a_job_waits_for_memory_says_why_and_starts_once_it_frees_up() {
         .ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
         .await;
     let label = routing_label(&added);
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             "octo/hello",
-            vec![JobSpec::new("build", &[&label]).duration(Duration::from_secs(15))],
+            JobSpec::new("build", &[&label]).duration(Duration::from_secs(15)),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     // A change through the API wakes the loop at once: it sees the job now, not in 30 s.
     d.ok(&["repo", "set", "octo/hello", "--max-runners", "3"])
         .await;
@@ -159,13 +158,12 @@ async fn on_battery_a_job_waits_and_starts_once_plugged_in_and_a_running_one_goe
         .ok(&["repo", "add", "octo/hello", "--max-runners", "2"])
         .await;
     let label = routing_label(&added);
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             "octo/hello",
-            vec![JobSpec::new("build", &[&label]).duration(Duration::from_secs(15))],
+            JobSpec::new("build", &[&label]).duration(Duration::from_secs(15)),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     let client = d.client().await;
     let hold = until(
         Duration::from_secs(30),

@@ -48,13 +48,12 @@ async fn a_rule_changed_at_run_time_takes_effect_without_a_restart_and_is_kept()
         "the harness's flag"
     );
 
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             "octo/hello",
-            vec![JobSpec::new("build", &[&label]).duration(Duration::from_secs(2))],
+            JobSpec::new("build", &[&label]).duration(Duration::from_secs(2)),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     let client = d.client().await;
     let hold = until(Duration::from_secs(30), "the quiet-hours hold", || {
         let client = &client;

@@ -144,13 +144,12 @@ async fn a_runner_that_fails_before_any_job_leaves_no_usage_and_no_typical_peak(
             message: "The runner no longer exists on the server".into(),
         },
     ));
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             "octo/hello",
-            vec![JobSpec::new("never-taken", &[&label]).memory(32, 1)],
+            JobSpec::new("never-taken", &[&label]).memory(32, 1),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     // The meter saw the runner (a peak above 0) and knows it ran no job.
     let peak = until(
         Duration::from_secs(60),

@@ -429,18 +429,12 @@ async fn a_host_with_room_starts_a_runner_when_the_reader_has_none_without_waiti
     // h1 alone first: it reads the queue every half second (so it is the reader) and its one
     // slot is held by a long job.
     let h1 = news_host(&gh, &pg, "h1", "1", "500").await;
-    let hold_run = gh
-        .queue_run(
+    let hold = gh
+        .queue_job(
             "octo/hello",
-            vec![JobSpec::new("hold", &[NEWS_LABEL]).duration(HOLD)],
+            JobSpec::new("hold", &[NEWS_LABEL]).duration(HOLD),
         )
         .unwrap();
-    let hold = gh
-        .runs()
-        .into_iter()
-        .find(|r| r.id == hold_run)
-        .unwrap()
-        .job_ids[0];
     until(Duration::from_secs(60), "h1 runs the hold job", || async {
         (status_of(&gh, hold) == Some(JobStatus::InProgress)).then_some(())
     })
@@ -465,13 +459,12 @@ async fn a_host_with_room_starts_a_runner_when_the_reader_has_none_without_waiti
         Some(JobStatus::InProgress),
         "h2 took longer to start than the hold job runs ({HOLD:?}): h1 has room again"
     );
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             "octo/hello",
-            vec![JobSpec::new("news", &[NEWS_LABEL]).duration(Duration::from_secs(1))],
+            JobSpec::new("news", &[NEWS_LABEL]).duration(Duration::from_secs(1)),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     until(
         Duration::from_secs(60),
         "h2 ran the job h1 had no room for",

@@ -557,13 +557,12 @@ async fn a_claim_left_without_its_runner_does_not_hold_a_job_until_the_bring_up_
         "INSERT INTO rm_pool_claims (job_id, target, host_id, runner, claimed_at)
          VALUES (1, '{target}', 'h1', 'rm-never-journalled', now() - interval '1 minute')"
     ));
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             REPO,
-            vec![JobSpec::new("after-the-crash", &[CRASH_LABEL]).duration(Duration::from_secs(1))],
+            JobSpec::new("after-the-crash", &[CRASH_LABEL]).duration(Duration::from_secs(1)),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     until(
         Duration::from_secs(90),
         "the job served though a claim without a runner was left on its host",

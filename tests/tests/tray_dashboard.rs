@@ -207,15 +207,14 @@ async fn the_dashboard_changes_targets_and_shows_the_services_errors_inline() {
     .await;
     // The job holds memory while it runs (a few seconds: metered every 2 s).
     let held_mib: u64 = 48;
-    let run = gh
-        .queue_run(
+    let job = gh
+        .queue_job(
             "octo/hello",
-            vec![rm_testkit::JobSpec::new("build", &[&host.routing_label])
+            rm_testkit::JobSpec::new("build", &[&host.routing_label])
                 .duration(Duration::from_secs(6))
-                .memory(u32::try_from(held_mib).unwrap(), 1)],
+                .memory(u32::try_from(held_mib).unwrap(), 1),
         )
         .unwrap();
-    let job = gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0];
     let queued = driver
         .until_text("#queued-body", "the waiting job's reason", |t| {
             t.contains("monitor-only")

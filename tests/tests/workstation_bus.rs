@@ -26,13 +26,11 @@ async fn bus(on_battery: bool, idle: bool) -> Option<FakeSystemBus> {
 
 /// Queues one job of `secs` for `octo/hello` and returns its id.
 fn queue(gh: &FakeGitHub, label: &str, secs: u64) -> u64 {
-    let run = gh
-        .queue_run(
-            "octo/hello",
-            vec![JobSpec::new("build", &[label]).duration(Duration::from_secs(secs))],
-        )
-        .unwrap();
-    gh.runs().into_iter().find(|r| r.id == run).unwrap().job_ids[0]
+    gh.queue_job(
+        "octo/hello",
+        JobSpec::new("build", &[label]).duration(Duration::from_secs(secs)),
+    )
+    .unwrap()
 }
 
 async fn taken(gh: &FakeGitHub, job: u64) {

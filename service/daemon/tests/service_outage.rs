@@ -233,14 +233,8 @@ async fn an_outage_backs_off_host_wide_shows_in_status_and_every_target_resumes(
     let jobs: Vec<u64> = REPOS
         .iter()
         .map(|r| {
-            let run =
-                w.gh.queue_run(r, vec![JobSpec::new("build", &[label.as_str()])])
-                    .unwrap();
-            w.gh.runs()
-                .into_iter()
-                .find(|x| x.id == run)
+            w.gh.queue_job(r, JobSpec::new("build", &[label.as_str()]))
                 .unwrap()
-                .job_ids[0]
         })
         .collect();
     for (repo, job) in REPOS.iter().zip(&jobs) {

@@ -195,6 +195,13 @@ impl FakeGitHub {
         self.shared.world().queue_run(repo, jobs)
     }
 
+    /// Queues a run of the one job `job` and returns that job's id.
+    pub fn queue_job(&self, repo: &str, job: JobSpec) -> Result<u64, FakeError> {
+        let mut w = self.shared.world();
+        let run = w.queue_run(repo, vec![job])?;
+        Ok(w.runs[&run].job_ids[0])
+    }
+
     /// Puts an assigned job back to `queued` and its runner back to idle (GitHub withdrawing an
     /// assignment).
     pub fn withdraw_assignment(&self, job_id: u64) -> Result<(), FakeError> {

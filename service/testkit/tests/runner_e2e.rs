@@ -193,15 +193,13 @@ fn signal(child: &Child, sig: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_takes_its_job_completes_it_and_cleans_up() {
     let kit = kit().await;
-    let run =
-        kit.gh
-            .queue_run(
-                REPO,
-                vec![JobSpec::new("build", &["self-hosted", "gpu"])
-                    .duration(Duration::from_millis(500))],
-            )
-            .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let job_id = kit
+        .gh
+        .queue_job(
+            REPO,
+            JobSpec::new("build", &["self-hosted", "gpu"]).duration(Duration::from_millis(500)),
+        )
+        .unwrap();
     let (runner_id, blob) = jitconfig(&kit, "rm-e2e-1", &["gpu"]).await;
     let dir = runner_dir(&kit, "r1");
 
@@ -315,14 +313,13 @@ async fn sigterm_while_idle_deletes_the_session_and_exits_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_mid_job_leaves_the_runner_busy_and_offline() {
     let kit = kit().await;
-    let run = kit
+    let job_id = kit
         .gh
-        .queue_run(
+        .queue_job(
             REPO,
-            vec![JobSpec::new("boom", &["self-hosted"]).behaviour(Behaviour::Crash)],
+            JobSpec::new("boom", &["self-hosted"]).behaviour(Behaviour::Crash),
         )
         .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
     let (runner_id, blob) = jitconfig(&kit, "rm-e2e-crash", &["x"]).await;
     let dir = runner_dir(&kit, "crash");
     let mut child = start_listener(&dir, &blob);
@@ -343,14 +340,13 @@ async fn crash_mid_job_leaves_the_runner_busy_and_offline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_job_concludes_failure() {
     let kit = kit().await;
-    let run = kit
+    let job_id = kit
         .gh
-        .queue_run(
+        .queue_job(
             REPO,
-            vec![JobSpec::new("test", &["self-hosted", "linux"]).behaviour(Behaviour::Fail)],
+            JobSpec::new("test", &["self-hosted", "linux"]).behaviour(Behaviour::Fail),
         )
         .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
     let (_, blob) = jitconfig(&kit, "rm-e2e-fail", &["x"]).await;
     let dir = runner_dir(&kit, "fail");
     let mut child = start_listener(&dir, &blob);
@@ -459,14 +455,13 @@ async fn unreachable_server_is_retried_until_a_signal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_hanging_job_cancels_it() {
     let kit = kit().await;
-    let run = kit
+    let job_id = kit
         .gh
-        .queue_run(
+        .queue_job(
             REPO,
-            vec![JobSpec::new("stuck", &["self-hosted"]).behaviour(Behaviour::Hang)],
+            JobSpec::new("stuck", &["self-hosted"]).behaviour(Behaviour::Hang),
         )
         .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
     let (_, blob) = jitconfig(&kit, "rm-e2e-hang", &["x"]).await;
     let dir = runner_dir(&kit, "hang");
     let mut child = start_listener(&dir, &blob);
@@ -492,11 +487,10 @@ async fn sigterm_during_a_hanging_job_cancels_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_sh_with_jitconfig_argument_runs_the_job() {
     let kit = kit().await;
-    let run = kit
+    let job_id = kit
         .gh
-        .queue_run(REPO, vec![JobSpec::new("lint", &["self-hosted", "x64"])])
+        .queue_job(REPO, JobSpec::new("lint", &["self-hosted", "x64"]))
         .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
     let (_, blob) = jitconfig(&kit, "rm-e2e-script", &["x"]).await;
     let dir = runner_dir(&kit, "script-ok");
     let mut child = Command::new(dir.join("run.sh"))
@@ -537,19 +531,19 @@ fn worker_log(dir: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_step_runs_with_the_listeners_environment() {
     let kit = kit().await;
-    let run = kit
+    let job_id = kit
         .gh
-        .queue_run(
+        .queue_job(
             REPO,
-            vec![JobSpec::new("cache-warm", &["self-hosted"]).with_command(
+            JobSpec::new("cache-warm", &["self-hosted"]).with_command(
                 "echo \"$GITHUB_JOB $FOO\" > \"$OUT\"; \
                  echo \"run=$GITHUB_RUN_ID ws=$GITHUB_WORKSPACE pwd=$(pwd -P)\"; \
                  test -d \"$RUNNER_TEMP\" && echo \"temp=$RUNNER_TEMP\"; \
                  echo to-stderr >&2; env > \"$OUT.env\"",
-            )],
+            ),
         )
         .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let run = kit.gh.job(job_id).unwrap().run_id;
     assert_eq!(
         kit.gh
             .job(job_id)
@@ -612,14 +606,14 @@ async fn a_job_step_runs_with_the_listeners_environment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_step_fails_the_job() {
     let kit = kit().await;
-    let run = kit
+    let job_id = kit
         .gh
-        .queue_run(
+        .queue_job(
             REPO,
-            vec![JobSpec::new("restore", &["self-hosted"]).with_command("echo cache miss; exit 7")],
+            JobSpec::new("restore", &["self-hosted"]).with_command("echo cache miss; exit 7"),
         )
         .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let run = kit.gh.job(job_id).unwrap().run_id;
     let (_, blob) = jitconfig(&kit, "rm-e2e-step-fail", &["x"]).await;
     let dir = runner_dir(&kit, "step-fail");
     let mut child = start_listener(&dir, &blob);
@@ -646,15 +640,8 @@ async fn a_failing_step_fails_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_step_kills_it_and_cancels_the_job() {
     let kit = kit().await;
-    let run = kit
-        .gh
-        .queue_run(
-            REPO,
-            vec![JobSpec::new("slow", &["self-hosted"])
-                .with_command("sleep 60 & echo $! > \"$RUNNER_TEMP/pids\"; echo $$ >> \"$RUNNER_TEMP/pids\"; wait")],
-        )
-        .unwrap();
-    let job_id = kit.gh.runs().iter().find(|r| r.id == run).unwrap().job_ids[0];
+    let job_id = kit.gh.queue_job(REPO, JobSpec::new("slow", &["self-hosted"])
+                .with_command("sleep 60 & echo $! > \"$RUNNER_TEMP/pids\"; echo $$ >> \"$RUNNER_TEMP/pids\"; wait")).unwrap();
     let (_, blob) = jitconfig(&kit, "rm-e2e-step-stop", &["x"]).await;
     let dir = runner_dir(&kit, "step-stop");
     let pids_file = dir.join("_work/_temp/pids");
