@@ -117,13 +117,14 @@ for i in $(seq "$jobs_wanted"); do
 \"labels\":[\"$label\"],\"behaviour\":\"succeed\",\"duration_ms\":2000}]}" >/dev/null
 done
 
+queued_at=$SECONDS
 say "watching: runners start, take the jobs, and are cleaned up (runner-manager status, every second)"
 deadline=$((SECONDS + 180))
 while :; do
     jobs_json=$(curl -fsS "$origin/_fake/jobs")
     done_count=$(grep -o '"status":"completed"' <<<"$jobs_json" | wc -l || true)
     status_json=$(rm_cli status --json)
-    printf '\n[%3ds] jobs completed: %d/%d\n' "$SECONDS" "$done_count" "$jobs_wanted"
+    printf '\n[%3ds after queueing] jobs completed: %d/%d\n' "$((SECONDS - queued_at))" "$done_count" "$jobs_wanted"
     rm_cli status | grep -E 'runner |octo/hello' || true
     if ((done_count == jobs_wanted)) && grep -q '"runners": \[\]' <<<"$status_json"; then
         break
