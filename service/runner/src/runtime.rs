@@ -149,9 +149,16 @@ impl RunnerRoot {
                 let Some(uid) = runtime.owner.map(|o| o.uid).filter(|u| root.in_range(*u)) else {
                     continue;
                 };
-                if !claims.try_claim(uid).map_err(io_err(claims.dir()))? {
-                    // Its leftovers are then not ended here: they may be the other service's.
-                    tracing::warn!(runtime = %runtime.name, uid, "another runner-manager service on this machine holds the uid of a runtime found here");
+                // Either way its leftovers are then not ended here: they may be another
+                // service's.
+                match claims.try_claim(uid) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(runtime = %runtime.name, uid, "another runner-manager service on this machine holds the uid of a runtime found here")
+                    }
+                    Err(e) => {
+                        tracing::warn!(runtime = %runtime.name, uid, error = %e, "the uid of a runtime found here could not be claimed")
+                    }
                 }
             }
         }
@@ -344,9 +351,17 @@ impl RunnerRoot {
     }
 
     /// Gives a uid back once its runtime is removed, for this or another service to hand out.
+    /// Under the allocation lock, and not while a runtime here has it: a runtime made between
+    /// the old one's removal and this call may already have been given the held uid again.
     pub fn release_uid(&self, uid: u32) {
-        if let Some(claims) = &self.claims {
-            claims.release(uid);
+        let Some(claims) = &self.claims else {
+            return;
+        };
+        let _guard = self.alloc.lock().unwrap_or_else(|p| p.into_inner());
+        match self.uids_in_use() {
+            Ok(used) if !used.contains(&uid) => claims.release(uid),
+            // Kept: held by this service a while longer is the safe side.
+            _ => {}
         }
     }
 
@@ -510,7 +525,7 @@ mod tests {
     }
 
     #[test]
-    fn a_uid_another_service_picked_is_not_handed_out_before_anything_runs_as_it() {
+    fn a_uid_is_held_machine_wide_from_its_pick_until_its_runtime_is_gone() {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("skipped: needs root to chown runtimes");
             return;
@@ -546,8 +561,22 @@ mod tests {
             b.create_runtime(&RuntimeName::new("r3").unwrap()),
             Err(RuntimeError::NoFreeUid { .. })
         ));
-        // Given back once its runtime is gone, the other service may hand it out.
+        // Handed out here again between its runtime's removal and the release that follows:
+        // the late release must not give away the new runtime's uid.
         fs::remove_dir(a.runtime_path(&name)).unwrap();
+        let again = RuntimeName::new("r4").unwrap();
+        assert_eq!(
+            a.create_runtime(&again).unwrap().owner.unwrap().uid,
+            first_uid
+        );
+        a.release_uid(first_uid);
+        assert_eq!(a.held_uid(&again), Some(first_uid));
+        assert!(matches!(
+            b.create_runtime(&RuntimeName::new("r3").unwrap()),
+            Err(RuntimeError::NoFreeUid { .. })
+        ));
+        // Given back once its runtime is gone, the other service may hand it out.
+        fs::remove_dir(a.runtime_path(&again)).unwrap();
         a.release_uid(first_uid);
         assert_eq!(
             b.create_runtime(&RuntimeName::new("r3").unwrap())
