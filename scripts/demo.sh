@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 [[ -n ${RM_DEMO_BIN_DIR:-} ]] || ensure_build_deps
+ensure_tun_device
 if ! command -v curl >/dev/null; then
     sudo=""
     [[ $(id -u) -eq 0 ]] || sudo="sudo"

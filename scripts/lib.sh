@@ -10,6 +10,9 @@
 #   webkit2gtk-driver             WebKitWebDriver: the tests drive the tray's windows
 #   xdotool imagemagick libglib2.0-bin   window lookups, screenshots, `gio launch` (autostart)
 #   minisign                      signs releases (scripts/release.sh) and the update tests' releases
+#   keyutils                      `keyctl`: the sandbox tests' session keyring probe
+#   bubblewrap passt              the job sandbox (bwrap: namespaces and the filesystem view; pasta:
+#                                 the job network's user-mode stack); the .deb depends on both
 #   postgresql                    the pool tests' PostgreSQL: they start throwaway clusters of their
 #                                 own with its server binaries (Debian's own cluster is not used)
 
@@ -18,7 +21,7 @@ APT_PACKAGES=(build-essential pkg-config libdbus-1-dev dbus gnome-keyring libsec
     libsoup-3.0-dev libssl-dev libxdo-dev file
     xvfb xauth dbus-x11 at-spi2-core fonts-dejavu-core
     python3-dbus python3-gi python3-xlib webkit2gtk-driver
-    xdotool imagemagick libglib2.0-bin minisign postgresql)
+    xdotool imagemagick libglib2.0-bin minisign postgresql bubblewrap passt keyutils)
 
 ensure_build_deps() {
     local missing=()
@@ -35,5 +38,19 @@ ensure_build_deps() {
     if ! command -v cargo >/dev/null; then
         echo "cargo not found: install Rust with rustup (https://rustup.rs), then run this again" >&2
         exit 1
+    fi
+}
+
+# The job sandbox's network wall (pasta) opens /dev/net/tun as the runner's own uid. Desktop
+# distributions make it 0666; a bare server or CI image may leave it 0600, where the service
+# refuses to run jobs (`runner-manager host doctor` names this fix). Open it as a desktop has it.
+ensure_tun_device() {
+    [[ -c /dev/net/tun ]] || return 0
+    [[ $(stat -c %a /dev/net/tun) == 666 ]] && return 0
+    if [[ $(id -u) -eq 0 ]]; then
+        chmod 0666 /dev/net/tun
+    else
+        echo "/dev/net/tun is not 0666: jobs cannot run in their sandbox until" \
+             "\`sudo chmod 0666 /dev/net/tun\` (runner-manager host doctor says more)" >&2
     fi
 }

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 ensure_build_deps
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/runner-manager-target}"
+ensure_tun_device
 # A copy of the tests' output goes here too when the caller names a file (CI sums it up).
 export RM_TEST_LOG="${RM_TEST_LOG:-/dev/null}"
 # Build every binary first: the test kit packs the fake Runner.Listener into its runner package,

@@ -9,11 +9,23 @@ use rm_testkit::{Conclusion, FakeGitHub, JobSpec, JobStatus};
 
 use crate::Daemon;
 
-/// A directory every runner account may write (the jobs report through files in it).
+/// The directory every test service lets its jobs write through the sandbox
+/// (`--sandbox-test-share`): the only one, shared by the tests' out directories.
+pub fn share_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join("rm-e2e-share");
+    if std::fs::create_dir(&dir).is_ok() {
+        // Anyone may make their directory in it, nobody may remove another's.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    }
+    dir
+}
+
+/// A directory every runner account may write (the jobs report through files in it), inside
+/// [`share_dir`] so that sandboxed jobs reach it.
 pub fn out_dir() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
         .prefix("rm-e2e-out")
-        .tempdir()
+        .tempdir_in(share_dir())
         .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     dir

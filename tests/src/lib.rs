@@ -103,9 +103,84 @@ pub struct Daemon {
     /// The whole `daemon run` command line after the binary (for a restart).
     args: Vec<std::ffi::OsString>,
     envs: Vec<(String, String)>,
+    /// Run as this ordinary user (the per-user service) instead of as the test's own user.
+    user: Option<DevUser>,
+    /// Run in a session keyring of its own holding this `user` key (name, value), as a service
+    /// started from a login session may hold its session's keys.
+    keyring: Option<(String, String)>,
+}
+
+/// An ordinary login user made for the tests (as root): the developer whose workstation the
+/// per-user service serves.
+#[derive(Debug, Clone)]
+pub struct DevUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+}
+
+/// The tests' developer account `rm-e2e-dev` (made once per machine; needs root).
+pub fn dev_user() -> DevUser {
+    const NAME: &str = "rm-e2e-dev";
+    let id = |flag: &str| -> Option<u32> {
+        let out = std::process::Command::new("id")
+            .args([flag, NAME])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    };
+    if id("-u").is_none() {
+        // Another test binary may be making it at the same moment: whoever loses finds it.
+        let _ = std::process::Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/bash", NAME])
+            .status();
+    }
+    let (uid, gid) = (
+        id("-u").expect("the test user exists"),
+        id("-g").expect("the test user has a group"),
+    );
+    DevUser {
+        name: NAME.to_owned(),
+        uid,
+        gid,
+        home: PathBuf::from("/home").join(NAME),
+    }
 }
 
 impl Daemon {
+    /// [`Daemon::start`] as the per-user service of `user` (an ordinary account): runners run
+    /// as that user, inside the sandbox. The test, as root, is an operator of it anyway.
+    pub async fn start_as(gh: &FakeGitHub, user: &DevUser) -> Daemon {
+        Daemon::start_in_keyring(gh, Some(user), None).await
+    }
+
+    /// [`Daemon::start`] (as `user`, when given) in a new session keyring that holds the
+    /// `user` key `key` = (name, value): the service possesses it, as it would a login
+    /// session's keys.
+    pub async fn start_in_keyring(
+        gh: &FakeGitHub,
+        user: Option<&DevUser>,
+        key: Option<(&str, &str)>,
+    ) -> Daemon {
+        let mut d = Daemon::prepare(gh, &bin("runner-manager"), &[], &[]);
+        d.keyring = key.map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let Some(user) = user else {
+            d.spawn().await;
+            return d;
+        };
+        d.user = Some(user.clone());
+        for dir in [d.dir.path().to_path_buf(), d.data_dir.clone()]
+            .into_iter()
+            .chain(d.socket.parent().map(Path::to_path_buf))
+        {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
+        }
+        d.spawn().await;
+        d
+    }
+
     /// Starts the service against `gh` and waits until its socket answers.
     pub async fn start(gh: &FakeGitHub) -> Daemon {
         Daemon::start_with(gh, &[]).await
@@ -129,6 +204,13 @@ impl Daemon {
         extra: &[&str],
         envs: &[(&str, &str)],
     ) -> Daemon {
+        let mut daemon = Daemon::prepare(gh, exe, extra, envs);
+        daemon.spawn().await;
+        daemon
+    }
+
+    /// The command line and directories of a service, not started yet.
+    fn prepare(gh: &FakeGitHub, exe: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("rm-e2e")
             .tempdir()
@@ -169,8 +251,12 @@ impl Daemon {
             args.push("--runner-memory-mb".into());
             args.push("64".into());
         }
+        // The one directory jobs may write outside their sandbox, where the tests' jobs report
+        // what they saw (`jobs::out_dir`).
+        args.push("--sandbox-test-share".into());
+        args.push(jobs::share_dir().into());
         args.extend(extra.iter().map(std::ffi::OsString::from));
-        let mut daemon = Daemon {
+        Daemon {
             dir,
             data_dir,
             socket,
@@ -182,9 +268,9 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-        };
-        daemon.spawn().await;
-        daemon
+            user: None,
+            keyring: None,
+        }
     }
 
     async fn spawn(&mut self) {
@@ -193,16 +279,40 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = Command::new(&self.exe)
-            .args(&self.args)
+        let mut cmd = match &self.keyring {
+            Some((name, value)) => {
+                let mut c = Command::new("keyctl");
+                c.args([
+                    "session",
+                    "-",
+                    "sh",
+                    "-c",
+                    "keyctl add user \"$RM_KEY_NAME\" \"$RM_KEY_VALUE\" @s >/dev/null && exec \"$0\" \"$@\"",
+                ])
+                .arg(&self.exe)
+                .env("RM_KEY_NAME", name)
+                .env("RM_KEY_VALUE", value);
+                c
+            }
+            None => Command::new(&self.exe),
+        };
+        cmd.args(&self.args)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log"))
             .stderr(log_file)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("runner-manager daemon run starts");
+            .kill_on_drop(true);
+        if let Some(u) = &self.user {
+            cmd.uid(u.uid)
+                .gid(u.gid)
+                .env("HOME", &u.home)
+                .env("USER", &u.name)
+                .env("LOGNAME", &u.name)
+                .env_remove("XDG_RUNTIME_DIR")
+                .current_dir(&u.home);
+        }
+        let child = cmd.spawn().expect("runner-manager daemon run starts");
         self.child = Some(child);
         let start = Instant::now();
         loop {

@@ -108,7 +108,8 @@ true"#
         "refused",
         "a finished tool is read-only to jobs"
     );
-    let tool = data.join("runners/.caches/tools/linux-x64/mytool/1.0.0/x64/tool");
+    let tool = data
+        .join("runners/.caches/tools-by-namespace/linux-x64/repo/octo/hello/mytool/1.0.0/x64/tool");
     assert_eq!(std::fs::read_to_string(&tool).unwrap().trim(), "v1");
     if is_root() {
         // Runners get a uid each: a sealed tool is root's, in a sticky directory.
@@ -196,8 +197,10 @@ true"#
             .await;
         let other_label = routing_label(&other);
         let peek = format!(
-            r#"if ls {ns}/npm >/dev/null 2>&1; then echo read; else echo refused; fi > {o}/other.peek; echo "$npm_config_cache" > {o}/other.npm"#,
-            ns = ns.display()
+            r#"if ls {ns}/npm >/dev/null 2>&1; then echo read; else echo refused; fi > {o}/other.peek; echo "$npm_config_cache" > {o}/other.npm
+if test -e "$RUNNER_TOOL_CACHE/mytool" || test -e {tool}; then echo found; else echo absent; fi > {o}/other.tool"#,
+            ns = ns.display(),
+            tool = tool.display()
         );
         run(
             &d,
@@ -207,6 +210,8 @@ true"#
         )
         .await;
         assert_eq!(read(out.path(), "other.peek"), "refused");
+        // The tool octo/hello's job installed is not offered to octo/other's jobs.
+        assert_eq!(read(out.path(), "other.tool"), "absent");
         assert!(read(out.path(), "other.npm").contains("repo/octo/other"));
     }
 }

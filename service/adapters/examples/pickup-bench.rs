@@ -134,6 +134,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut host_config = RunnerHostConfig::new(data.join("cache"), data.join("runners"));
     host_config.run_as = RunAs::default_for_service();
+    host_config.sandbox = rm_runner::sandbox::SandboxConfig::reaching(&[&gh.origin()]);
     let source = GitHubPackageSource::new(client.clone(), target.clone())?;
     let platform = Platform::current().ok_or_else(|| anyhow::anyhow!("platform"))?;
     let host = Arc::new(HostAdapter::new(

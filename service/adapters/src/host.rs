@@ -236,8 +236,17 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
             })?;
         let host = Arc::clone(&self.host);
         let setting = host.config().caches.for_policy(spawn_for.policy);
+        let namespace = setting.effective(&spawn_for.target);
         let plan = CachePlan {
-            namespace: setting.effective(&spawn_for.target),
+            // The tool cache is its repository's (or shared as its caches are): never another
+            // repository's. An organization's runner may take any repository's job: its own.
+            tool_namespace: namespace.clone().or_else(|| match &spawn_for.target {
+                rm_core::Target::Repository { .. } => {
+                    Some(rm_core::caches::Namespace::of_target(&spawn_for.target))
+                }
+                rm_core::Target::Organization { .. } => None,
+            }),
+            namespace,
             access: CacheAccess::for_jobs(spawn_for.fork_jobs),
             tool_cache: true,
         };

@@ -184,6 +184,7 @@ async fn the_host_adapter_materializes_from_one_verified_download_and_keeps_the_
     }
     let mut cfg = RunnerHostConfig::new(w.data_dir().join("cache"), w.runner_root());
     cfg.run_as = RunAs::default_for_service();
+    cfg.sandbox = rm_runner::sandbox::SandboxConfig::reaching(&[&w.gh.origin()]);
     let source = GitHubPackageSource::new(c, Target::parse(REPO).unwrap()).unwrap();
     let host = HostAdapter::new(
         RunnerHost::open(cfg, source).unwrap(),

@@ -17,7 +17,7 @@ const LISTENER_FILES: &[&str] = &[".runner", ".credentials", ".credentials_rsapa
 fn listener_pid(root: &Path) -> Option<u32> {
     processes_under(root)
         .into_iter()
-        .find(|(_, cmd)| cmd.contains("Runner.Listener"))
+        .find(|(_, cmd)| is_listener(cmd))
         .map(|(pid, _)| pid)
 }
 

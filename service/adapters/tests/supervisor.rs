@@ -104,6 +104,10 @@ impl HostPaths {
         } else {
             RunAs::ServiceUser
         };
+        // The fake GitHub is on loopback: the runners' sandbox lets them reach it.
+        let endpoints = &client.config().endpoints;
+        config.sandbox =
+            rm_runner::sandbox::SandboxConfig::reaching(&[endpoints.web(), endpoints.api()]);
         let source = GitHubPackageSource::new(client.clone(), target.clone())
             .map_err(|e| HostUnavailable(e.to_string()))?;
         let host = RunnerHost::open(config, source).map_err(|e| HostUnavailable(e.to_string()))?;

@@ -52,6 +52,7 @@ fn plan(repo: &str) -> Result<CachePlan> {
         namespace: Some(Namespace::of_target(&target)),
         access: CacheAccess::ReadWrite,
         tool_cache: false,
+        tool_namespace: None,
     })
 }
 

@@ -46,16 +46,32 @@ pub struct DoctorSubject<'a> {
     pub run_as: &'a RunAs,
     /// `None`: GitHub publishes no runner for this machine.
     pub platform: Option<Platform>,
+    pub sandbox: &'a crate::sandbox::SandboxConfig,
 }
 
-/// The required checks a launch depends on, in order: runner root, package, disk.
+/// The checks a launch depends on, in order: runner root, package, disk, sandbox (required),
+/// then the resource caps (advice).
 pub fn runner_checks(subject: &DoctorSubject<'_>) -> Vec<HostCheck> {
     vec![
         runner_root_check(subject.runner_root, subject.run_as),
         package_check(subject.cache_dir, subject.platform),
         disk_check(subject.runner_root),
+        crate::sandbox::sandbox_check(subject.sandbox, sandbox_probe_identity(subject.run_as)),
+        crate::sandbox::caps_check(Path::new("/sys/fs/cgroup")),
     ]
 }
+
+/// Who the sandbox probe runs as: the service's own identity when runners run as it, else an
+/// unprivileged one (pasta refuses root; a per-attempt uid may be held by a live runner).
+fn sandbox_probe_identity(run_as: &RunAs) -> Option<(u32, u32)> {
+    match run_as {
+        RunAs::ServiceUser if !nix::unistd::geteuid().is_root() => None,
+        _ => Some((NOBODY, NOBODY)),
+    }
+}
+
+/// `nobody`/`nogroup` on Debian and most distributions.
+const NOBODY: u32 = 65534;
 
 fn result(
     id: &str,

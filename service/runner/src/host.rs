@@ -40,6 +40,8 @@ pub struct RunnerHostConfig {
     /// Where the per-attempt uids this service holds are claimed, machine-wide (see
     /// [`crate::uid_claims`]).
     pub uid_claims_dir: PathBuf,
+    /// The walls every runner starts inside ([`crate::sandbox`]).
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 impl RunnerHostConfig {
@@ -56,6 +58,7 @@ impl RunnerHostConfig {
             env: RunnerEnv::default(),
             caches: CacheSettings::default(),
             uid_claims_dir: PathBuf::from(crate::uid_claims::DEFAULT_UID_CLAIMS_DIR),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }
@@ -192,6 +195,7 @@ impl<S: PackageSource> RunnerHost<S> {
             cache_dir: &self.config.cache_dir,
             run_as: &self.config.run_as,
             platform,
+            sandbox: &self.config.sandbox,
         })
     }
 
@@ -300,6 +304,7 @@ impl<S: PackageSource> RunnerHost<S> {
     ) -> Result<SpawnedRunner, HostError> {
         let mut extra_env = self.config.env.get().to_vec();
         let mut groups = None;
+        let mut shared = Vec::new();
         if let (Some(caches), Some(plan)) = (&self.caches, plan) {
             let plan = CachePlan {
                 tool_cache: plan.tool_cache && self.config.caches.tool_cache(),
@@ -314,6 +319,7 @@ impl<S: PackageSource> RunnerHost<S> {
                     // After the host's environment: the caches' variables are the service's.
                     extra_env.extend(prepared.env);
                     groups = prepared.groups;
+                    shared = prepared.shared;
                 }
                 // A job without caches is slower, not wrong: it still runs.
                 Err(e) => {
@@ -321,12 +327,33 @@ impl<S: PackageSource> RunnerHost<S> {
                 }
             }
         }
+        // A persistent workspace lives outside the runtime: the sandbox shows it too.
+        if let Some(work) = self
+            .workspaces
+            .as_ref()
+            .and_then(|w| w.work_folder_of(&runtime.name))
+        {
+            shared.push(work);
+        }
+        let sandbox = if self.config.sandbox.is_off() {
+            None
+        } else {
+            // Fail closed: no runner starts outside the walls unless the operator said so.
+            let tools =
+                crate::sandbox::Tools::find().map_err(|m| ProcessError::Sandbox(m.to_string()))?;
+            Some(crate::process::SandboxSpec {
+                tools,
+                config: &self.config.sandbox,
+                shared,
+            })
+        };
         Ok(self.processes.spawn(&SpawnRequest {
             runtime: &runtime.path,
             jit_config,
             owner: runtime.owner,
             extra_env,
             groups,
+            sandbox,
         })?)
     }
 

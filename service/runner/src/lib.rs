@@ -16,6 +16,8 @@
 //! - [`runner_env`]: the host's runner environment, read at each spawn.
 //! - [`caches`]: the tool cache and the dependency caches runners share, who may write them.
 //! - [`workspaces`]: persistent workspaces, a slot per concurrent runner kept between jobs.
+//! - [`sandbox`]: the walls every runner starts inside (bubblewrap and pasta) and the
+//!   doctor's check that they can be built.
 //! - [`uid_claims`]: which per-attempt uids this service holds on the machine.
 //! - [`host`]: all of the above behind one handle, in the order a launch uses them.
 
@@ -31,6 +33,7 @@ pub mod platform;
 pub mod process;
 pub mod runner_env;
 pub mod runtime;
+pub mod sandbox;
 pub mod scrub;
 pub mod secret;
 pub mod uid_claims;

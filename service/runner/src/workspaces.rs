@@ -192,6 +192,14 @@ impl Workspaces {
         Ok(None)
     }
 
+    /// The work folder of the slot `runtime` holds, if it holds one (its sandbox binds it).
+    pub fn work_folder_of(&self, runtime: &RuntimeName) -> Option<PathBuf> {
+        let _guard = self.lock();
+        let (dir, index) = self.held_by(runtime).ok()??;
+        let work = dir.join(index).join("work");
+        is_real_dir(&work).then_some(work)
+    }
+
     /// Ends `runtime`'s use of its slot: with `keep` (and no reset asked for), the work folder
     /// is cleaned of credentials and kept, root's, for the next runner; otherwise (or if the
     /// cleaning fails) it is deleted.

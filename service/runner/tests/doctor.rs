@@ -53,6 +53,7 @@ async fn a_parent_left_0700_is_named_and_really_stops_the_runner() {
             owner: rt.owner,
             extra_env: Vec::new(),
             groups: None,
+            sandbox: None,
         })
     };
 
@@ -147,6 +148,7 @@ async fn a_listener_that_is_not_executable_is_named() {
             owner: None,
             extra_env: Vec::new(),
             groups: None,
+            sandbox: None,
         })
         .unwrap_err();
     assert!(format!("{err}").contains("no executable"), "{err}");
@@ -175,13 +177,21 @@ fn disk_space_and_the_account_are_reported() {
         cache_dir: &work.path().join("cache"),
         run_as: &RunAs::default_for_service(),
         platform: Platform::current(),
+        sandbox: &rm_runner::sandbox::SandboxConfig::default(),
     });
     let ids: Vec<&str> = checks.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["runner_root_reachable", "runner_package", "disk_space"]
+        [
+            "runner_root_reachable",
+            "runner_package",
+            "disk_space",
+            "job_sandbox",
+            "job_resource_caps"
+        ]
     );
-    assert!(checks.iter().all(|c| c.required));
+    assert!(checks[..4].iter().all(|c| c.required));
+    assert!(!checks[4].required);
     if nix::unistd::geteuid().is_root() {
         // Runners never run as root: the service user is no option for a root service.
         let as_root = runner_root_check(work.path(), &RunAs::ServiceUser);

@@ -87,6 +87,7 @@ async fn runners_run_unprivileged_and_cannot_touch_each_other_or_the_cache() {
                     ("RM_TEST_CACHE_PKG".into(), pkg.dir.display().to_string()),
                 ],
                 groups: None,
+                sandbox: None,
             })
             .unwrap();
         let probe = poll(Duration::from_secs(10), || {

@@ -55,6 +55,7 @@ fn spawn_script(host: &ProcessHost, rt: &Runtime, mode: &str) -> ProcessIdentity
             owner: rt.owner,
             extra_env: vec![("RM_TEST_MODE".into(), mode.into())],
             groups: None,
+            sandbox: None,
         })
         .unwrap();
     poll(WAIT, || rt.path.join("ready").exists().then_some(())).expect("listener got ready");
@@ -98,6 +99,7 @@ async fn fake_listener_stays_alive_retrying_and_the_secret_is_only_in_its_enviro
             owner: None,
             extra_env: vec![],
             groups: None,
+            sandbox: None,
         })
         .unwrap();
     let id = spawned.identity;
@@ -220,6 +222,7 @@ async fn exit_status_is_reported_and_no_zombie_is_left() {
             owner: None,
             extra_env: vec![("RM_TEST_MODE".into(), "exit3".into())],
             groups: None,
+            sandbox: None,
         })
         .unwrap()
         .identity;
@@ -289,6 +292,7 @@ async fn a_root_runner_is_refused_unless_explicitly_allowed() {
         owner: Some(rm_runner::Ownership { uid: 0, gid: 0 }),
         extra_env: vec![],
         groups: None,
+        sandbox: None,
     };
     let err = ProcessHost::new().spawn(&req).unwrap_err();
     assert!(
@@ -319,6 +323,7 @@ async fn spawn_refuses_a_runtime_without_a_listener() {
             owner: None,
             extra_env: vec![],
             groups: None,
+            sandbox: None,
         })
         .unwrap_err();
     assert!(

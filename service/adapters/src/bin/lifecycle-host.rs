@@ -161,6 +161,8 @@ async fn main() -> anyhow::Result<()> {
     let mut host_config =
         RunnerHostConfig::new(args.data_dir.join("cache"), args.data_dir.join("runners"));
     host_config.run_as = run_as;
+    host_config.sandbox =
+        rm_runner::sandbox::SandboxConfig::reaching(&[&args.web_base, &args.api_base]);
     let Some(first) = targets.first() else {
         bail!("give at least one --target");
     };

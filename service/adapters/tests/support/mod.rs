@@ -270,10 +270,18 @@ impl Sampler {
     }
 }
 
-/// Listener processes (group leaders running `Runner.Listener`) under `root`.
+/// Listener processes under `root`: those whose program is `Runner.Listener` (the sandbox's
+/// own programs above it name it only among their arguments).
 pub fn listeners_under(root: &Path) -> usize {
     processes_under(root)
         .iter()
-        .filter(|(_, cmd)| cmd.contains("Runner.Listener"))
+        .filter(|(_, cmd)| is_listener(cmd))
         .count()
+}
+
+/// Whether a command line (arguments joined by spaces) runs the listener itself.
+pub fn is_listener(cmd: &str) -> bool {
+    cmd.split(' ')
+        .next()
+        .is_some_and(|program| program.ends_with("Runner.Listener"))
 }

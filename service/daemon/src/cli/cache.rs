@@ -41,19 +41,26 @@ pub fn show(socket: &Path, target: Option<&str>, as_json: bool) -> Result<(), Fa
     Ok(())
 }
 
+/// Whether an entry is a tool of a tool cache (`tool-cache/<tool>`), not a dependency cache.
+fn is_tool(e: &CacheEntry) -> bool {
+    e.tool
+        .strip_prefix(TOOL_CACHE_ID)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// The report as text: the cap and total, then a line per cache.
 pub fn render(report: &CachesReport, only: Option<&str>) -> String {
     let mut out = String::new();
     let deps: u64 = report
         .entries
         .iter()
-        .filter(|e| e.namespace.is_some())
+        .filter(|e| !is_tool(e))
         .map(|e| e.bytes)
         .sum();
     let tools: u64 = report
         .entries
         .iter()
-        .filter(|e| e.namespace.is_none())
+        .filter(|e| is_tool(e))
         .map(|e| e.bytes)
         .sum();
     out.push_str(&format!(
@@ -62,13 +69,11 @@ pub fn render(report: &CachesReport, only: Option<&str>) -> String {
         format_size(deps),
         format_size(report.cap_bytes)
     ));
-    if only.is_none() {
-        out.push_str(&format!(
-            "Tool cache: {}{}\n",
-            format_size(tools),
-            if report.tool_cache { "" } else { " (off)" }
-        ));
-    }
+    out.push_str(&format!(
+        "Tool caches (one per repository): {}{}\n",
+        format_size(tools),
+        if report.tool_cache { "" } else { " (off)" }
+    ));
     if !report.root.is_empty() {
         out.push_str(&format!("Kept in {}\n", report.root));
     }
@@ -149,7 +154,7 @@ pub fn set_size(socket: &Path, size: &str) -> Result<(), Failure> {
     let used: u64 = report
         .entries
         .iter()
-        .filter(|e| e.namespace.is_some())
+        .filter(|e| !is_tool(e))
         .map(|e| e.bytes)
         .sum();
     println!(

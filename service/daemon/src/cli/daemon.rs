@@ -119,6 +119,14 @@ pub struct RunArgs {
     /// refused by release builds.
     #[arg(long, hide = true, value_name = "FILE")]
     pub update_trust_key: Option<std::path::PathBuf>,
+    /// Start every runner inside the job sandbox (`on`), or, accepting that jobs can then read
+    /// your files, other processes and the services on this machine's loopback, without it
+    /// (`off`) [default: config.json's `sandbox`, else on].
+    #[arg(long, value_enum, value_name = "on|off")]
+    pub sandbox: Option<OnOff>,
+    /// A directory every job may write through the sandbox. Tests only.
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub sandbox_test_share: Option<std::path::PathBuf>,
 }
 
 /// `--on-battery`.
@@ -266,6 +274,8 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
             args.quiet_hours,
             args.idle_only,
         ),
+        sandbox_off: args.sandbox.map(|s| s == OnOff::Off),
+        sandbox_test_share: args.sandbox_test_share,
     };
     if let Some(key) = &options.update_trust_key {
         // Refused here already in release builds, with the fix.

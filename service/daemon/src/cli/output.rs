@@ -541,11 +541,12 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
     if s.targets.is_empty() {
         println!("no targets: add one with `runner-manager repo add owner/repo`");
     }
-    for c in s
-        .host_checks
-        .iter()
-        .filter(|c| c.state == rm_proto::CheckState::Fail)
-    {
+    // A failed check, and the sandbox turned off (a warning, but one that says jobs can read
+    // this machine's files: never left to the doctor alone).
+    for c in s.host_checks.iter().filter(|c| {
+        c.state == rm_proto::CheckState::Fail
+            || (c.id == "job_sandbox" && c.state == rm_proto::CheckState::Warn)
+    }) {
         for line in check_lines(c) {
             println!("  {line}");
         }

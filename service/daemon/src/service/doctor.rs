@@ -44,6 +44,7 @@ pub fn local_checks(config: &RunnerHostConfig, capacity: u32) -> Vec<HostCheck> 
         cache_dir: &config.cache_dir,
         run_as: &config.run_as,
         platform: Platform::current(),
+        sandbox: &config.sandbox,
     });
     checks.push(rm_runner::doctor::capacity_check(capacity));
     checks

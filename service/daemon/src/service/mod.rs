@@ -32,6 +32,7 @@ pub mod operators;
 mod pool_link;
 mod removals;
 mod runner_events;
+mod sandbox;
 mod sign_in;
 mod state;
 mod status;
@@ -117,6 +118,11 @@ pub struct Options {
     /// `--memory-headroom-mb`, `--on-battery`, `--max-load`, `--quiet-hours`, `--idle-only`):
     /// stored over the journal's at start. The rest stay as stored (else the defaults).
     pub admission: rm_proto::HostAdmissionChange,
+    /// `--sandbox off`: the operator's explicit opt-out of the job sandbox (else config.json's
+    /// `sandbox`, else on).
+    pub sandbox_off: Option<bool>,
+    /// A directory every job may write (the test suite's probes report through it).
+    pub sandbox_test_share: Option<PathBuf>,
 }
 
 /// GitHub endpoints kept in `<data-dir>/config.json` (GitHub Enterprise Server).
@@ -132,6 +138,8 @@ struct ConfigFile {
     update_api_base: Option<String>,
     /// The repository whose releases are runner-manager's (`owner/name`).
     update_repo: Option<String>,
+    /// `"off"`: jobs run without the sandbox (the operator's explicit opt-out).
+    sandbox: Option<String>,
 }
 
 /// The name of the optional endpoints file in the data directory.
@@ -406,6 +414,32 @@ async fn serve(
     let mut host_config = host_config(&options.data_dir)?;
     host_config.env = runner_env.clone();
     host_config.caches = cache_settings.clone();
+    host_config.sandbox = {
+        let file = config_file(&options.data_dir)?;
+        let off = match (options.sandbox_off, file.sandbox.as_deref()) {
+            (Some(off), _) => off,
+            (None, None | Some("on")) => false,
+            (None, Some("off")) => true,
+            (None, Some(other)) => {
+                return Err(Failure::usage(format!(
+                    "`sandbox` in config.json is {other:?}: it must be \"on\" or \"off\""
+                )))
+            }
+        };
+        let endpoints = &client.config().endpoints;
+        sandbox::sandbox_config(&sandbox::SandboxInputs {
+            off,
+            data_dir: &options.data_dir,
+            socket: &options.socket,
+            runner_root: &host_config.runner_root,
+            cache_dir: &host_config.cache_dir,
+            github: &[endpoints.web(), endpoints.api()],
+            test_share: options.sandbox_test_share.clone(),
+        })
+    };
+    if host_config.sandbox.is_off() {
+        tracing::warn!("the job sandbox is turned off (--sandbox off): jobs can read this machine's files, processes and loopback services");
+    }
     let daemon = Arc::new(state::Daemon::new(state::Parts {
         journal: journal.clone(),
         client: client.clone(),
@@ -846,6 +880,8 @@ mod tests {
             launch_backoff: None,
             launch_backoff_max: None,
             admission: rm_proto::HostAdmissionChange::default(),
+            sandbox_off: None,
+            sandbox_test_share: None,
         }
     }
 

@@ -553,6 +553,32 @@ fn rate_limited_target_problems_and_failed_host_checks_call_for_attention_with_t
 }
 
 #[test]
+fn the_sandbox_turned_off_stays_in_sight_with_the_fix() {
+    let mut s = status();
+    let off = crate::status::HostCheck {
+        id: "job_sandbox".into(),
+        title: "Jobs run inside the sandbox".into(),
+        state: crate::status::CheckState::Warn,
+        required: false,
+        detail: "the sandbox is turned off (`--sandbox off`): jobs run without it".into(),
+        fix: Some("start the service without `--sandbox off`".into()),
+    };
+    // Another warning is only the doctor's business.
+    let other = crate::status::HostCheck {
+        id: "capacity".into(),
+        state: crate::status::CheckState::Warn,
+        ..off.clone()
+    };
+    s.host_checks = vec![off, other];
+    let v = connected(s).view(t(MIN));
+    assert_eq!(v.state, TrayState::Attention);
+    let codes: Vec<&str> = v.concerns.iter().map(|c| c.code.as_str()).collect();
+    assert_eq!(codes, ["host_check_job_sandbox"]);
+    assert!(v.concerns[0].message.contains("turned off"));
+    assert!(v.concerns[0].fix.contains("--sandbox off"));
+}
+
+#[test]
 fn sign_in_revoked_notifies_once_and_clicking_opens_sign_in() {
     let mut m = connected(status());
     let ev = |reason: &str| {

@@ -421,7 +421,10 @@ impl Model {
             // which are current; the doctor's copies of them are only as fresh as its last run.
             let about_github =
                 matches!(check.id.as_str(), "github_credential" | "github_reachable");
-            if check.required && check.state == CheckState::Fail && !about_github {
+            // The operator's opt-out of the job sandbox is a warning, not a failure, but it
+            // means jobs can read this machine's files: it stays in sight.
+            let sandbox_off = check.id == "job_sandbox" && check.state == CheckState::Warn;
+            if (check.required && check.state == CheckState::Fail && !about_github) || sandbox_off {
                 out.push(Concern {
                     code: format!("host_check_{}", check.id),
                     message: format!("{}: {}", check.title, check.detail),

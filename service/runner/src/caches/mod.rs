@@ -98,8 +98,12 @@ pub struct CachePlan {
     /// `None`: its target's dependency caches are off.
     pub namespace: Option<Namespace>,
     pub access: CacheAccess,
-    /// The host-wide tool cache (off only if the operator turned it off).
+    /// The tool cache (off only if the operator turned it off).
     pub tool_cache: bool,
+    /// Whose tool cache it shares: its repository's (or the namespace its target's caches
+    /// are shared under). `None`: one of its own, shared with no one (an organization's
+    /// runner, whose job may come from any of its repositories).
+    pub tool_namespace: Option<Namespace>,
 }
 
 /// What a runner is started with.
@@ -108,6 +112,9 @@ pub struct PreparedCaches {
     pub env: Vec<(String, String)>,
     /// `None`: the runtime owner's group alone (as before caches).
     pub groups: Option<RunnerGroups>,
+    /// The shared directories outside the runtime it was pointed at (the tool cache, its
+    /// namespace's directory): the only ones of the caches its sandbox shows it.
+    pub shared: Vec<PathBuf>,
 }
 
 /// Settings the daemon changes at run time (shared: clones see one set).
@@ -278,7 +285,8 @@ impl CacheSettings {
 /// One cache directory, as `cache show` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryInfo {
-    /// `None`: the host-wide tool cache.
+    /// `None`: not made any more (older versions' host-wide tool cache); every cache,
+    /// tool caches included, belongs to a namespace.
     pub namespace: Option<Namespace>,
     /// A tool id of [`TOOLS`], or [`TOOL_CACHE_ID`] with the tool's own name after a '/'
     /// (`tool-cache/node`).
@@ -302,7 +310,7 @@ pub struct Removal {
 /// Which entries `clear` removes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClearFilter {
-    /// Only this namespace's (and not the tool cache).
+    /// Only this namespace's (its tool cache included).
     pub namespace: Option<Namespace>,
     /// Only this tool's ([`TOOL_CACHE_ID`]: the tool cache's finished tools).
     pub tool: Option<String>,
@@ -343,6 +351,11 @@ enum Sizes {
 /// How many writers [`Caches::writer_of`] remembers.
 const RECENT_WRITERS: usize = 512;
 
+/// The tool caches, per platform and namespace, under the caches' root.
+const TOOLS_DIR: &str = "tools-by-namespace";
+/// Where older versions kept one tool cache for the whole host.
+const LEGACY_TOOLS_DIR: &str = "tools";
+
 /// The private directory a runner's caches live in when not shared.
 const PRIVATE_DIR: &str = "_cache";
 /// The runner's own tool cache when it does not hold the lease (the runner's default place).
@@ -375,9 +388,48 @@ impl Caches {
         &self.root
     }
 
-    /// The shared tool cache of this host's platform.
-    pub fn tool_cache_dir(&self) -> PathBuf {
-        self.root.join("tools").join(&self.platform)
+    /// The tool caches of this host's platform, one per namespace below it.
+    fn tools_root(&self) -> PathBuf {
+        self.root.join(TOOLS_DIR).join(&self.platform)
+    }
+
+    /// The tool cache `namespace`'s runners share: nothing one repository's job installs is
+    /// found by another repository's.
+    pub fn tool_cache_dir(&self, namespace: &Namespace) -> PathBuf {
+        self.tools_root().join(namespace.rel_dir())
+    }
+
+    /// Every namespace's tool cache on disk.
+    fn tool_cache_dirs(&self) -> Result<Vec<(Namespace, PathBuf)>, CachesError> {
+        let root = self.tools_root();
+        let mut out = Vec::new();
+        for (kind, depth) in [("repo", 2), ("org", 1), ("shared", 1)] {
+            for path in fsutil::dirs_at_depth(&root.join(kind), depth)? {
+                let Ok(rel) = path.strip_prefix(&root) else {
+                    continue;
+                };
+                if let Some(ns) = Namespace::from_rel_dir(&rel.to_string_lossy()) {
+                    out.push((ns, path));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes `namespace`'s tool cache (its parents pass-through only).
+    fn ensure_tool_cache(&self, namespace: &Namespace) -> Result<PathBuf, CachesError> {
+        let dir = self.tool_cache_dir(namespace);
+        let root = self.tools_root();
+        let mut parent = root.clone();
+        if let Ok(rel) = dir.strip_prefix(&root) {
+            let parts: Vec<_> = rel.components().collect();
+            for part in &parts[..parts.len().saturating_sub(1)] {
+                parent = parent.join(part);
+                ensure_dir(&parent, self.dir_mode_traverse())?;
+            }
+        }
+        ensure_dir(&dir, self.tool_parent_mode())?;
+        Ok(dir)
     }
 
     fn deps_dir(&self) -> PathBuf {
@@ -388,8 +440,15 @@ impl Caches {
         let inner = self.dir_mode_private();
         ensure_dir(&self.root, self.dir_mode_traverse())?;
         ensure_dir(&self.deps_dir(), self.dir_mode_traverse())?;
-        ensure_dir(&self.root.join("tools"), self.tool_parent_mode())?;
-        ensure_dir(&self.tool_cache_dir(), self.tool_parent_mode())?;
+        // The host-wide tool cache of older versions: any repository's job could have planted
+        // a tool there for every other's. Not trusted, so not kept.
+        let legacy = self.root.join(LEGACY_TOOLS_DIR);
+        if legacy.exists() {
+            tracing::info!(dir = %legacy.display(), "removing the host-wide tool cache of an older version (tool caches are per repository now)");
+            fsutil::remove_any(&legacy)?;
+        }
+        ensure_dir(&self.root.join(TOOLS_DIR), self.dir_mode_traverse())?;
+        ensure_dir(&self.tools_root(), self.dir_mode_traverse())?;
         ensure_dir(&self.ids, inner)?;
         Ok(())
     }
@@ -432,25 +491,40 @@ impl Caches {
         let mut env = Vec::new();
         let mut supplementary = BTreeSet::new();
         let mut primary = None;
+        let mut shared_dirs = Vec::new();
         let private = runtime.path.join(PRIVATE_DIR);
         ensure_dir(&private, DirMode::owned(runner, 0o700))?;
 
-        // The tool cache.
+        // The tool cache: its namespace's, or one of its own.
         if plan.tool_cache {
-            let shared = self.tool_cache_dir();
-            let lease_free = !live.iter().any(|r| r.tool_lease);
-            let dir = if plan.access == CacheAccess::ReadWrite && lease_free {
-                self.seal_tools()?;
-                record.tool_lease = true;
-                if let CacheOwners::Groups { first_gid, .. } = self.owners {
-                    supplementary.insert(first_gid);
-                }
-                shared
-            } else {
+            let own = || -> Result<PathBuf, CachesError> {
                 let own = runtime.path.join(PRIVATE_TOOLS);
                 ensure_dir(&own, DirMode::owned(runner, 0o700))?;
-                self.link_finished_tools(&own, runner)?;
-                own
+                Ok(own)
+            };
+            let dir = match &plan.tool_namespace {
+                None => own()?,
+                Some(ns) => {
+                    let shared = self.ensure_tool_cache(ns)?;
+                    // A reader's links point into it too.
+                    shared_dirs.push(shared.clone());
+                    let rel = ns.rel_dir();
+                    let lease_free = !live
+                        .iter()
+                        .any(|r| r.tool_lease.as_deref() == Some(rel.as_str()));
+                    if plan.access == CacheAccess::ReadWrite && lease_free {
+                        self.seal_tools(ns)?;
+                        record.tool_lease = Some(rel);
+                        if let CacheOwners::Groups { first_gid, .. } = self.owners {
+                            supplementary.insert(first_gid);
+                        }
+                        shared
+                    } else {
+                        let own = own()?;
+                        self.link_finished_tools(ns, &own, runner)?;
+                        own
+                    }
+                }
             };
             for var in TOOL_CACHE_VARS {
                 env.push(((*var).to_owned(), dir.display().to_string()));
@@ -462,6 +536,10 @@ impl Caches {
             let ns_dir = self.deps_dir().join(ns.rel_dir());
             let writable = plan.access == CacheAccess::ReadWrite;
             let ns_gid = self.ensure_namespace(&ns_dir)?;
+            if writable {
+                // A reader works on private copies inside its runtime.
+                shared_dirs.push(ns_dir.clone());
+            }
             if writable {
                 primary = ns_gid;
                 let mut writers = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
@@ -525,7 +603,11 @@ impl Caches {
             }
             _ => None,
         };
-        Ok(PreparedCaches { env, groups })
+        Ok(PreparedCaches {
+            env,
+            groups,
+            shared: shared_dirs,
+        })
     }
 
     /// Sets the tool's variables to `dir` (and links where the tool has no variable).
@@ -711,11 +793,12 @@ impl Caches {
     /// tool cache: `<tool>/<version>/<arch>` and its `.complete` marker.
     fn link_finished_tools(
         &self,
+        ns: &Namespace,
         own: &Path,
         runner: Option<Ownership>,
     ) -> Result<(), CachesError> {
-        for (tool, version, arch) in self.finished_tools()? {
-            let src = self.tool_cache_dir().join(&tool).join(&version);
+        for (tool, version, arch) in self.finished_tools(ns)? {
+            let src = self.tool_cache_dir(ns).join(&tool).join(&version);
             let sealed_only = matches!(self.owners, CacheOwners::Groups { .. });
             if sealed_only && !fsutil::is_root_owned_dir(&src.join(&arch)) {
                 continue;
@@ -731,9 +814,9 @@ impl Caches {
     }
 
     /// `(tool, version, arch)` of every tool with its `.complete` marker.
-    fn finished_tools(&self) -> Result<Vec<(String, String, String)>, CachesError> {
+    fn finished_tools(&self, ns: &Namespace) -> Result<Vec<(String, String, String)>, CachesError> {
         let mut out = Vec::new();
-        let tc = self.tool_cache_dir();
+        let tc = self.tool_cache_dir(ns);
         for tool in fsutil::child_names(&tc)? {
             for version in fsutil::child_names(&tc.join(&tool))? {
                 let vdir = tc.join(&tool).join(&version);
@@ -751,8 +834,8 @@ impl Caches {
 
     /// Called with no lease holder alive: seals every finished tool and removes what a
     /// writer left half-done.
-    fn seal_tools(&self) -> Result<(), CachesError> {
-        let tc = self.tool_cache_dir();
+    fn seal_tools(&self, ns: &Namespace) -> Result<(), CachesError> {
+        let tc = self.tool_cache_dir(ns);
         let parent_mode = self.tool_parent_mode();
         for tool in fsutil::child_names(&tc)? {
             let tdir = tc.join(&tool);
@@ -842,10 +925,14 @@ impl Caches {
                 sizes.remove(&ns_dir.join(tool));
             }
         }
-        if record.is_some_and(|r| r.tool_lease)
-            && !self.live_records()?.iter().any(|r| r.tool_lease)
-        {
-            self.seal_tools()?;
+        if let Some(rel) = record.and_then(|r| r.tool_lease) {
+            let still_held = self
+                .live_records()?
+                .iter()
+                .any(|r| r.tool_lease.as_deref() == Some(rel.as_str()));
+            if let (false, Some(ns)) = (still_held, Namespace::from_rel_dir(&rel)) {
+                self.seal_tools(&ns)?;
+            }
         }
         Ok(())
     }
@@ -900,19 +987,28 @@ impl Caches {
         if !tool_cache {
             return Ok(out);
         }
-        let any_live = !live.is_empty();
-        for tool in fsutil::child_names(&self.tool_cache_dir())? {
-            let path = self.tool_cache_dir().join(&tool);
-            out.push(EntryInfo {
-                namespace: None,
-                tool: format!("{TOOL_CACHE_ID}/{tool}"),
-                bytes: dir_size(&path),
-                hits: 0,
-                last_used_ms: fsutil::mtime_ms(&path),
-                // A running job may have any tool on its PATH.
-                in_use: any_live,
-                path,
+        for (ns, dir) in self.tool_cache_dirs()? {
+            if !namespaces(&ns) {
+                continue;
+            }
+            let rel = ns.rel_dir();
+            // A running job of the namespace may have any of its tools on its PATH.
+            let in_use = live.iter().any(|r| {
+                r.tool_lease.as_deref() == Some(rel.as_str())
+                    || r.namespace.as_deref() == Some(rel.as_str())
             });
+            for tool in fsutil::child_names(&dir)? {
+                let path = dir.join(&tool);
+                out.push(EntryInfo {
+                    namespace: Some(ns.clone()),
+                    tool: format!("{TOOL_CACHE_ID}/{tool}"),
+                    bytes: dir_size(&path),
+                    hits: 0,
+                    last_used_ms: fsutil::mtime_ms(&path),
+                    in_use,
+                    path,
+                });
+            }
         }
         Ok(out)
     }
@@ -978,7 +1074,8 @@ impl Caches {
     pub fn purge(&self, namespace: &Namespace) -> Result<Removal, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Removal::default();
-        for e in self.entries_locked(|ns| ns == namespace, false, Sizes::Remembered)? {
+        // Its tool cache too: the writer whose job was a fork's may have held its lease.
+        for e in self.entries_locked(|ns| ns == namespace, true, Sizes::Remembered)? {
             self.remove_entry(&e.path)?;
             out.removed.push(e);
         }
@@ -996,16 +1093,14 @@ impl Caches {
     pub fn clear(&self, filter: &ClearFilter) -> Result<Removal, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Removal::default();
-        let wants_tool_cache =
-            filter.namespace.is_none() && filter.tool.as_deref().is_none_or(|t| t == TOOL_CACHE_ID);
+        let wants_tool_cache = filter.tool.as_deref().is_none_or(|t| t == TOOL_CACHE_ID);
         let namespaces = |ns: &Namespace| filter.namespace.as_ref().is_none_or(|f| f == ns);
         for e in self.entries_locked(namespaces, wants_tool_cache, Sizes::Measured)? {
-            let matches = match &e.namespace {
-                Some(ns) => {
-                    filter.namespace.as_ref().is_none_or(|f| f == ns)
-                        && filter.tool.as_deref().is_none_or(|t| t == e.tool)
-                }
-                None => wants_tool_cache,
+            let is_tool_cache = e.tool.starts_with(&format!("{TOOL_CACHE_ID}/"));
+            let matches = if is_tool_cache {
+                wants_tool_cache
+            } else {
+                filter.tool.as_deref().is_none_or(|t| t == e.tool)
             };
             if !matches {
                 continue;

@@ -16,7 +16,8 @@ pub(crate) struct Record {
     pub shared: BTreeSet<String>,
     /// Tools whose writer's lease it holds.
     pub leases: BTreeSet<String>,
-    pub tool_lease: bool,
+    /// The namespace (relative directory) whose tool cache it holds the writer's lease of.
+    pub tool_lease: Option<String>,
 }
 
 /// One `key value` per line; unknown lines are ignored (a newer service's record still
@@ -32,8 +33,8 @@ pub(crate) fn write(path: &Path, r: &Record) -> Result<(), CachesError> {
     for t in &r.leases {
         text.push_str(&format!("lease {t}\n"));
     }
-    if r.tool_lease {
-        text.push_str("tool-lease\n");
+    if let Some(ns) = &r.tool_lease {
+        text.push_str(&format!("tool-lease {ns}\n"));
     }
     let tmp = path.with_extension("caches.tmp");
     {
@@ -58,7 +59,9 @@ pub(crate) fn read(path: &Path) -> Option<Record> {
             "lease" => {
                 r.leases.insert(value.to_owned());
             }
-            "tool-lease" => r.tool_lease = true,
+            // Without a namespace: the host-wide tool cache of an older service, which is
+            // gone (see `Caches::open`).
+            "tool-lease" if !value.is_empty() => r.tool_lease = Some(value.to_owned()),
             _ => {}
         }
     }

@@ -31,11 +31,17 @@ fn world() -> World {
 }
 
 fn plan(repo: &str, access: CacheAccess) -> CachePlan {
+    let ns = Namespace::of_target(&rm_core::Target::parse(repo).unwrap());
     CachePlan {
-        namespace: Some(Namespace::of_target(&rm_core::Target::parse(repo).unwrap())),
+        namespace: Some(ns.clone()),
         access,
         tool_cache: true,
+        tool_namespace: Some(ns),
     }
+}
+
+fn ns(repo: &str) -> Namespace {
+    Namespace::of_target(&rm_core::Target::parse(repo).unwrap())
 }
 
 fn var<'a>(p: &'a PreparedCaches, name: &str) -> &'a str {
@@ -150,7 +156,7 @@ fn one_tool_cache_writer_at_a_time_and_a_half_written_tool_is_never_used() {
         .prepare(&a, &plan("octo/hello", CacheAccess::ReadWrite))
         .unwrap();
     let shared = PathBuf::from(var(&pa, "RUNNER_TOOL_CACHE"));
-    assert_eq!(shared, w.caches.tool_cache_dir());
+    assert_eq!(shared, w.caches.tool_cache_dir(&ns("octo/hello")));
     assert_eq!(
         var(&pa, "AGENT_TOOLSDIRECTORY"),
         var(&pa, "RUNNER_TOOL_CACHE")
@@ -307,10 +313,9 @@ fn a_purge_removes_one_namespace_and_a_prune_never_the_tool_cache() {
         .unwrap();
         w.end(&rt);
     }
-    let tool = w.caches.tool_cache_dir().join("mytool");
+    let tool = w.caches.tool_cache_dir(&ns("octo/kept")).join("mytool");
     fs::create_dir_all(&tool).unwrap();
     fs::write(tool.join("big"), vec![1u8; 256 * 1024]).unwrap();
-    let ns = |repo: &str| Namespace::of_target(&rm_core::Target::parse(repo).unwrap());
 
     let purged = w.caches.purge(&ns("octo/fork-target")).unwrap();
     assert!(!purged.removed.is_empty());
@@ -325,15 +330,72 @@ fn a_purge_removes_one_namespace_and_a_prune_never_the_tool_cache() {
     assert!(left.iter().any(|e| e.namespace == Some(ns("octo/kept"))));
 
     // A cap of nothing: every dependency cache goes, the tool cache stays whole.
+    let is_tool = |e: &EntryInfo| e.tool.starts_with("tool-cache/");
     let pruned = w.caches.prune(0).unwrap();
-    assert!(pruned.removed.iter().all(|e| e.namespace.is_some()));
+    assert!(pruned.removed.iter().all(|e| !is_tool(e)));
     assert!(tool.join("big").exists());
-    assert!(w
+    let left = w.caches.entries().unwrap();
+    assert!(!left.is_empty() && left.iter().all(is_tool), "{left:?}");
+}
+
+#[test]
+fn a_tool_one_repository_installed_is_never_offered_to_another() {
+    let w = world();
+    let a = w.runtime("a");
+    let pa = w
         .caches
-        .entries()
-        .unwrap()
+        .prepare(&a, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let shared = PathBuf::from(var(&pa, "RUNNER_TOOL_CACHE"));
+    let planted = shared.join("node/20.1.0/x64");
+    fs::create_dir_all(&planted).unwrap();
+    fs::write(planted.join("node"), "#!/bin/sh\necho planted\n").unwrap();
+    fs::write(shared.join("node/20.1.0/x64.complete"), "").unwrap();
+    w.end(&a);
+
+    // The same repository's next runner finds it (sealed, linked or shared).
+    let b = w.runtime("b");
+    let pb = w
+        .caches
+        .prepare(&b, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let tc = PathBuf::from(var(&pb, "RUNNER_TOOL_CACHE"));
+    assert!(tc.join("node/20.1.0/x64/node").exists());
+    w.end(&b);
+
+    // Another repository's runner: a tool cache without it, outside the first one's.
+    let c = w.runtime("c");
+    let pc = w
+        .caches
+        .prepare(&c, &plan("octo/other", CacheAccess::ReadWrite))
+        .unwrap();
+    let tc = PathBuf::from(var(&pc, "RUNNER_TOOL_CACHE"));
+    assert!(!tc.join("node").exists(), "repository B sees A's tool");
+    assert!(!tc.starts_with(w.caches.tool_cache_dir(&ns("octo/hello"))));
+    assert!(pc
+        .shared
         .iter()
-        .all(|e| e.namespace.is_none()));
+        .all(|d| !d.starts_with(w.caches.tool_cache_dir(&ns("octo/hello")))));
+
+    // An organization's runner (its job's repository unknown when it starts): a tool cache
+    // of its own, shared with no one.
+    let d = w.runtime("d");
+    let pd = w
+        .caches
+        .prepare(
+            &d,
+            &CachePlan {
+                namespace: None,
+                access: CacheAccess::ReadWrite,
+                tool_cache: true,
+                tool_namespace: None,
+            },
+        )
+        .unwrap();
+    let tc = PathBuf::from(var(&pd, "RUNNER_TOOL_CACHE"));
+    assert!(tc.starts_with(&d.path), "{}", tc.display());
+    assert!(!tc.join("node").exists());
+    assert!(pd.shared.is_empty());
 }
 
 #[test]

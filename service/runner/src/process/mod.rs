@@ -102,6 +102,8 @@ pub enum ProcessError {
         #[source]
         source: nix::Error,
     },
+    #[error("the job sandbox cannot be built: {0}; run `runner-manager host doctor` for the fix")]
+    Sandbox(String),
     #[error("process group {pgid} still has members {members:?} after SIGKILL")]
     Unkillable { pgid: u32, members: Vec<u32> },
 }
@@ -120,6 +122,17 @@ pub struct SpawnRequest<'a> {
     /// The groups to run with instead of `owner`'s group alone (a cache namespace's group,
     /// the tool cache writers'); only with `owner`.
     pub groups: Option<crate::caches::RunnerGroups>,
+    /// The walls to start it in; `None` only when the operator turned the sandbox off.
+    pub sandbox: Option<SandboxSpec<'a>>,
+}
+
+/// A runner's sandbox: the tools, the host's settings and the shared directories (caches) it
+/// was given.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec<'a> {
+    pub tools: crate::sandbox::Tools,
+    pub config: &'a crate::sandbox::SandboxConfig,
+    pub shared: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for SpawnRequest<'_> {
@@ -132,6 +145,7 @@ impl std::fmt::Debug for SpawnRequest<'_> {
                 "extra_env",
                 &self.extra_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -185,6 +199,40 @@ fn with_umask(cmd: &mut Command, mask: u32) {
     unsafe {
         cmd.pre_exec(move || {
             umask(mode);
+            Ok(())
+        });
+    }
+}
+
+/// The runner leads a session of its own (and so a process group: `stop` signals it): it has
+/// no controlling terminal, so nothing it starts can push keystrokes into the terminal the
+/// service was started from (`TIOCSTI`). It gets an empty session keyring of its own instead
+/// of the service's (whose keys a possessor may read), and runs at the lowest CPU priority and
+/// in the idle I/O class, so a job hogging CPU or disk never stalls the desktop (cgroup caps
+/// are not applied yet, see SECURITY.md).
+#[allow(unsafe_code)]
+fn into_own_session(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and makes only
+    // async-signal-safe syscalls (setsid, keyctl, setpriority, ioprio_set), allocating nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+            // An anonymous new session keyring; a kernel without keyrings has none to leak.
+            let _ = libc::syscall(
+                libc::SYS_keyctl,
+                KEYCTL_JOIN_SESSION_KEYRING,
+                std::ptr::null::<libc::c_char>(),
+            );
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+            const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+            let _ = libc::syscall(
+                libc::SYS_ioprio_set,
+                IOPRIO_WHO_PROCESS,
+                0 as libc::c_long,
+                IOPRIO_CLASS_IDLE << 13,
+            );
             Ok(())
         });
     }
@@ -270,8 +318,35 @@ impl ProcessHost {
             source,
         })?;
 
-        let mut cmd = Command::new(&listener);
-        cmd.arg("run").current_dir(req.runtime).env_clear();
+        let mut cmd = match &req.sandbox {
+            Some(spec) => {
+                let (uid, gid) = match req.owner {
+                    Some(o) => (o.uid, req.groups.as_ref().map_or(o.gid, |g| g.primary)),
+                    None => (
+                        nix::unistd::geteuid().as_raw(),
+                        nix::unistd::getegid().as_raw(),
+                    ),
+                };
+                let walls = crate::sandbox::Walls {
+                    config: spec.config,
+                    runtime: Some(req.runtime),
+                    shared: &spec.shared,
+                    uid,
+                    gid,
+                };
+                let (program, args) =
+                    crate::sandbox::wrap(&spec.tools, &walls, &listener, &["run"]);
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(&listener);
+                cmd.arg("run");
+                cmd
+            }
+        };
+        cmd.current_dir(req.runtime).env_clear();
         for key in PASS_ENV {
             if let Some(v) = std::env::var_os(key) {
                 cmd.env(key, v);
@@ -290,8 +365,7 @@ impl ProcessHost {
         cmd.env(JIT_ENV, req.jit_config.expose());
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log_err))
-            .process_group(0);
+            .stderr(Stdio::from(log_err));
         match (req.owner, &req.groups) {
             (Some(o), Some(groups)) => drop_to(&mut cmd, o.uid, groups.clone()),
             // std drops supplementary groups (setgroups(0)) when a uid is set.
@@ -303,6 +377,8 @@ impl ProcessHost {
         // What a job writes in a shared cache, the next job (another uid, same group) must be
         // able to replace; nobody else may read it.
         with_umask(&mut cmd, 0o007);
+        // After the identity switch, so the session keyring made here is the runner's.
+        into_own_session(&mut cmd);
         let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
             path: listener.clone(),
             source,
@@ -444,7 +520,7 @@ impl ProcessHost {
             grace_ms = grace.as_millis() as u64,
             "stopping runner process group"
         );
-        signal_group(pgid, nix::sys::signal::Signal::SIGTERM)?;
+        terminate(pgid)?;
         if wait_group_empty(pgid, grace).await? {
             return Ok(StopOutcome::Terminated);
         }
@@ -461,6 +537,31 @@ impl ProcessHost {
             members: group_members(pgid)?,
         })
     }
+}
+
+/// SIGTERM to the runner's group, sparing the sandbox's own processes: they end by themselves
+/// once the listener has finished, and the namespace with them.
+fn terminate(pgid: u32) -> Result<(), ProcessError> {
+    #[cfg(target_os = "linux")]
+    {
+        let wrappers = crate::sandbox::wrapper_chain(pgid)
+            .map_err(|source| ProcessError::Inspect { pid: pgid, source })?;
+        if !wrappers.is_empty() {
+            for pid in group_members(pgid)? {
+                if wrappers.contains(&pid) {
+                    continue;
+                }
+                if let Ok(raw) = i32::try_from(pid) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(raw),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                }
+            }
+            return Ok(());
+        }
+    }
+    signal_group(pgid, nix::sys::signal::Signal::SIGTERM)
 }
 
 /// Polls until the group has no live member or `limit` passes.

@@ -1,0 +1,180 @@
+//! What the job sandbox costs (BENCHMARKS.md, "The job sandbox"):
+//! - startup: `/bin/true` started plainly vs inside the walls (pasta + bwrap, as a runner
+//!   starts), median and p90 over N runs each, interleaved so machine noise hits both alike;
+//! - network: download throughput and connection latency from a loopback HTTP server, with
+//!   curl outside vs inside (the server's port forwarded into the job's namespace, the one
+//!   path a sandboxed job has to a host port).
+//!
+//! `cargo run --release -p rm-runner --bin sandbox-bench -- [RUNS] [MIB]` (defaults 40, 256).
+//! As root it runs everything as `nobody` (pasta refuses root), as runners do.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a broken setup may panic
+
+use rm_runner::sandbox::{wrap, SandboxConfig, Tools, Walls};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NOBODY: u32 = 65534;
+
+fn identity() -> Option<(u32, u32)> {
+    nix::unistd::geteuid().is_root().then_some((NOBODY, NOBODY))
+}
+
+fn command(program: &Path, args: &[&str], sandbox: Option<&SandboxConfig>) -> Command {
+    let id = identity();
+    let mut cmd = match sandbox {
+        Some(config) => {
+            let tools = Tools::find().expect("bwrap and pasta installed");
+            let (uid, gid) = id.unwrap_or((
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            ));
+            let walls = Walls {
+                config,
+                runtime: None,
+                shared: &[],
+                uid,
+                gid,
+            };
+            let (p, a) = wrap(&tools, &walls, program, args);
+            let mut c = Command::new(p);
+            c.args(a);
+            c
+        }
+        None => {
+            let mut c = Command::new(program);
+            c.args(args);
+            c
+        }
+    };
+    if let Some((uid, gid)) = id {
+        cmd.uid(uid).gid(gid);
+    }
+    cmd.current_dir("/").stdin(Stdio::null());
+    cmd
+}
+
+fn run_timed(mut cmd: Command) -> (Duration, Vec<u8>) {
+    let start = Instant::now();
+    let out = cmd.stderr(Stdio::null()).output().expect("runs");
+    let took = start.elapsed();
+    assert!(out.status.success(), "{cmd:?} failed: {:?}", out.status);
+    (took, out.stdout)
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}
+
+/// A loopback HTTP server that answers every request with `bytes` zero bytes.
+fn serve(bytes: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let chunk = vec![0u8; 1 << 20];
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn({
+                let chunk = chunk.clone();
+                move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n"
+                    );
+                    if s.write_all(head.as_bytes()).is_err() {
+                        return;
+                    }
+                    let mut left = bytes;
+                    while left > 0 {
+                        let n = left.min(chunk.len());
+                        if s.write_all(&chunk[..n]).is_err() {
+                            return;
+                        }
+                        left -= n;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// curl's own figures: (bytes per second, seconds to connect).
+fn curl(url: &str, sandbox: Option<&SandboxConfig>) -> (f64, f64) {
+    let (_, out) = run_timed(command(
+        Path::new("/usr/bin/curl"),
+        &[
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{speed_download} %{time_connect}",
+            url,
+        ],
+        sandbox,
+    ));
+    let text = String::from_utf8_lossy(&out);
+    let mut parts = text.split_whitespace().map(|s| s.parse::<f64>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap())
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let runs: usize = args.next().map_or(40, |a| a.parse().expect("RUNS"));
+    let mib: usize = args.next().map_or(256, |a| a.parse().expect("MIB"));
+
+    let config = SandboxConfig::default();
+    let (mut plain, mut walled) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        plain.push(
+            run_timed(command(Path::new("/bin/true"), &[], None))
+                .0
+                .as_secs_f64()
+                * 1e3,
+        );
+        walled.push(
+            run_timed(command(Path::new("/bin/true"), &[], Some(&config)))
+                .0
+                .as_secs_f64()
+                * 1e3,
+        );
+    }
+    let (p50, s50) = (percentile(&mut plain, 0.5), percentile(&mut walled, 0.5));
+    let (p90, s90) = (percentile(&mut plain, 0.9), percentile(&mut walled, 0.9));
+    println!("startup over {runs} runs each (ms): plain p50 {p50:.1} p90 {p90:.1}; sandboxed p50 {s50:.1} p90 {s90:.1}; added p50 {:.1}", s50 - p50);
+
+    let port = serve(mib << 20);
+    let url = format!("http://127.0.0.1:{port}/");
+    let config = SandboxConfig {
+        forward_tcp: vec![port],
+        ..SandboxConfig::default()
+    };
+    let rounds = 5;
+    let (mut out_bps, mut in_bps, mut out_conn, mut in_conn) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (b, c) = curl(&url, None);
+        out_bps.push(b);
+        out_conn.push(c * 1e3);
+        let (b, c) = curl(&url, Some(&config));
+        in_bps.push(b);
+        in_conn.push(c * 1e3);
+    }
+    let (ob, ib) = (percentile(&mut out_bps, 0.5), percentile(&mut in_bps, 0.5));
+    let (oc, ic) = (
+        percentile(&mut out_conn, 0.5),
+        percentile(&mut in_conn, 0.5),
+    );
+    println!(
+        "download of {mib} MiB, median of {rounds}: outside {:.0} MiB/s, inside {:.0} MiB/s ({:.0} % of the host's); connect outside {oc:.2} ms, inside {ic:.2} ms",
+        ob / 1048576.0,
+        ib / 1048576.0,
+        ib / ob * 100.0
+    );
+}
