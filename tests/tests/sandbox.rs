@@ -617,3 +617,136 @@ async fn a_job_cannot_read_the_services_session_keyring() {
         d.stop().await.unwrap();
     }
 }
+
+/// A target's own opt-out: its jobs run unwalled and status says so on that target; another
+/// target's jobs stay walled; `--sandbox on` walls it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_targets_own_opt_out_is_shown_on_it_and_walls_no_other() {
+    if !root_only() {
+        return;
+    }
+    let gh = fake_github().await;
+    let (d, label) = service(&gh, &Mode::System).await;
+    let updated = d
+        .ok(&["repo", "set", "octo/hello", "--sandbox", "off"])
+        .await;
+    assert!(updated.contains("SANDBOX OFF"), "{updated}");
+    assert!(updated.contains("can read your files"), "{updated}");
+    let status = d.ok(&["status", "--json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(v["targets"][0]["sandbox"]["walls"], false, "{status}");
+    assert!(v["targets"][0]["sandbox"]["warning"]
+        .as_str()
+        .is_some_and(|w| w.contains("without the sandbox")));
+
+    let marker = format!("/tmp/rm-sandbox-target-optout-{}", std::process::id());
+    std::fs::write(&marker, "host").unwrap();
+    let out = out_dir();
+    let o = out.path().display();
+    let step = |tag: &str| {
+        format!("if test -f {marker}; then echo host; else echo walled; fi > {o}/{tag}")
+    };
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("unwalled", &[&label]).with_command(&step("off"))],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+    assert_eq!(read(out.path(), "off"), "host", "the opt-out applies");
+
+    d.ok(&["repo", "set", "octo/hello", "--sandbox", "on"])
+        .await;
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("walled", &[&label]).with_command(&step("on"))],
+    )
+    .await;
+    let _ = std::fs::remove_file(&marker);
+    assert_eq!(c, vec![Conclusion::Success]);
+    assert_eq!(read(out.path(), "on"), "walled", "walled again");
+    // The choice survives a restart (the journal keeps it).
+    d.ok(&["repo", "set", "octo/hello", "--sandbox", "off"])
+        .await;
+    let mut d = d;
+    d.restart().await;
+    let listed = d.ok(&["repo", "list"]).await;
+    assert!(listed.contains("SANDBOX OFF"), "{listed}");
+    d.stop().await.unwrap();
+}
+
+/// Docker is an explicit per-target opt-in: only then does the job reach the host's Docker
+/// socket (here a stand-in listening at /run/docker.sock, group-only like docker's), with the
+/// socket's group given to the runner's uid; status says its jobs have root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_is_reached_only_by_a_target_that_opted_in() {
+    if !root_only() {
+        return;
+    }
+    let socket = Path::new("/run/docker.sock");
+    if socket.exists() {
+        eprintln!("skipped: a real /run/docker.sock exists on this machine");
+        return;
+    }
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    // Group-only, as docker's: a gid no account of the machine has.
+    let gid = 1_499_999_990;
+    std::os::unix::fs::chown(socket, Some(0), Some(gid)).unwrap();
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660)).unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            drop(s);
+        }
+    });
+    struct Remove;
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file("/run/docker.sock");
+        }
+    }
+    let _remove = Remove;
+
+    let gh = fake_github().await;
+    let (d, label) = service(&gh, &Mode::System).await;
+    let out = out_dir();
+    let o = out.path().display();
+    let probe = |tag: &str| {
+        format!(
+            "if /usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('/var/run/docker.sock')\" 2>/dev/null; then echo reached; else echo refused; fi > {o}/{tag}"
+        )
+    };
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("no-docker", &[&label]).with_command(&probe("default"))],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+    assert_eq!(
+        read(out.path(), "default"),
+        "refused",
+        "no Docker by default"
+    );
+
+    let updated = d.ok(&["repo", "set", "octo/hello", "--docker", "on"]).await;
+    assert!(updated.contains("docker: on"), "{updated}");
+    assert!(updated.contains("root"), "{updated}");
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("docker", &[&label]).with_command(&probe("docker"))],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+    assert_eq!(
+        read(out.path(), "docker"),
+        "reached",
+        "the opt-in gives Docker"
+    );
+    d.stop().await.unwrap();
+}

@@ -250,13 +250,17 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
             access: CacheAccess::for_jobs(spawn_for.fork_jobs),
             tool_cache: true,
         };
+        let choice = host.config().sandbox_choices.for_policy(spawn_for.policy);
+        if let Some(warning) = choice.warning() {
+            tracing::warn!(runtime = %runtime.display(), gh_target = %spawn_for.target, "{warning}");
+        }
         if plan.access == CacheAccess::ReadOnly && plan.namespace.is_some() {
             tracing::info!(runtime = %runtime.display(), gh_target = %spawn_for.target, "a queued job comes from a fork: this runner reads the caches and does not write them");
         }
         tokio::task::spawn_blocking(move || {
             let config = JitConfig::new(jit.expose());
             drop(jit);
-            host.spawn(&rt, &config, Some(&plan))
+            host.spawn(&rt, &config, Some(&plan), choice)
                 .map(|run| run.identity)
                 .map_err(|e| HostError::SpawnFailed {
                     detail: e.to_string(),

@@ -19,6 +19,7 @@ pub mod launch_backoff;
 pub mod policy;
 pub mod recovery;
 pub mod runner_env;
+pub mod sandbox;
 pub mod target;
 pub mod time;
 pub mod why;
@@ -43,6 +44,7 @@ pub use labels::{
 pub use launch_backoff::{LaunchBackoff, LaunchHealth, LaunchVerdict};
 pub use policy::{Policy, PolicyError, PolicyParts, PolicySpec, PolicyState, WorkspaceMode};
 pub use recovery::{decide, Conclusion, Decision, Evidence, GitHubView, Observation, Timeouts};
+pub use sandbox::TargetSandbox;
 pub use target::{AccountName, AccountRole, RepoName, Target, TargetError};
 pub use text::ParseEnumError;
 pub use time::Timestamp;

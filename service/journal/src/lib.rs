@@ -18,6 +18,7 @@ mod open;
 mod policies;
 mod policy_admission;
 mod runner_env;
+mod sandbox;
 mod schema;
 mod settings;
 mod usage;

@@ -171,7 +171,17 @@ CREATE TABLE cache_settings (
 ) STRICT;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+/// Version 8: a target's own sandbox choices (`repo set --sandbox off`, `--docker on`), going
+/// with its policy; no row is the default (inside the walls, no Docker).
+const V8: &str = r#"
+CREATE TABLE policy_sandbox (
+    policy_id INTEGER PRIMARY KEY NOT NULL REFERENCES policies (id) ON DELETE CASCADE,
+    walls     INTEGER NOT NULL CHECK (walls IN (0, 1)),
+    docker    INTEGER NOT NULL CHECK (docker IN (0, 1))
+) STRICT;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

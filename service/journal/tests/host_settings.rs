@@ -106,12 +106,12 @@ fn a_version_3_journal_migrates_forward_and_keeps_its_host() {
         .unwrap()
         .execute_batch(
             "DROP TABLE host_settings; DROP TABLE policy_admission; DROP TABLE runner_env;
-             DROP TABLE policy_cache; DROP TABLE cache_settings;
+             DROP TABLE policy_cache; DROP TABLE cache_settings; DROP TABLE policy_sandbox;
              PRAGMA user_version = 3;",
         )
         .unwrap();
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(journal.get_host().unwrap().unwrap().host, host);
     assert_eq!(journal.host_settings().unwrap(), None, "the defaults apply");

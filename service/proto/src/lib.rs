@@ -43,7 +43,7 @@ pub use paths::{Route, TargetRef, TargetRefError};
 pub use pipe::pipe_name;
 pub use requests::{
     CredentialPut, EnvVar, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange, PauseState,
-    PoolJoin, TargetAdd, TargetList, TargetUpdate,
+    PoolJoin, TargetAdd, TargetList, TargetSandboxChange, TargetUpdate,
 };
 pub use secret::SecretString;
 pub use sid::{Sid, SidError};
@@ -53,8 +53,8 @@ pub use status::{
     Failure, FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission,
     HostCheck, HostStatus, JobRef, LoadAverage, Os, PoolClaimStatus, PoolHostStatus,
     PoolRunnerStatus, PoolStatus, ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status,
-    TargetAdmission, TargetKind, TargetProblem, TargetSpend, TargetState, TargetStatus, Workspace,
-    WorkstationHold,
+    TargetAdmission, TargetKind, TargetProblem, TargetSandbox, TargetSpend, TargetState,
+    TargetStatus, Workspace, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

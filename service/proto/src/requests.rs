@@ -76,6 +76,21 @@ pub struct TargetUpdate {
     /// workspaces are deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<crate::status::Workspace>,
+    /// The target's sandbox choices; an omitted field is unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<TargetSandboxChange>,
+}
+
+/// A change of a target's sandbox choices (`repo set --sandbox on|off --docker on|off`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSandboxChange {
+    /// `false`: its runners start without the sandbox (the operator's explicit opt-out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walls: Option<bool>,
+    /// `true`: its jobs can use the host's Docker daemon (root-equivalent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<bool>,
 }
 
 impl TargetUpdate {

@@ -405,6 +405,32 @@ pub struct TargetStatus {
     /// Persistent workspaces saved for its next runners (0 for an ephemeral target).
     #[serde(default)]
     pub saved_workspaces: u32,
+    /// What its runners start with: the job sandbox (unless the operator turned it off for
+    /// this target) and Docker (only if turned on).
+    #[serde(default)]
+    pub sandbox: TargetSandbox,
+}
+
+/// A target's sandbox choices, as the local API shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetSandbox {
+    /// Its runners start inside the sandbox (`false`: the operator turned it off for it).
+    pub walls: bool,
+    /// Its jobs can use the host's Docker daemon (root-equivalent).
+    pub docker: bool,
+    /// What that means, in plain words, when it is not the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl Default for TargetSandbox {
+    fn default() -> Self {
+        TargetSandbox {
+            walls: true,
+            docker: false,
+            warning: None,
+        }
+    }
 }
 
 /// Where a target's runners keep their work folder (`_work`) between jobs.

@@ -42,6 +42,8 @@ pub struct RunnerHostConfig {
     pub uid_claims_dir: PathBuf,
     /// The walls every runner starts inside ([`crate::sandbox`]).
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// Each target's own sandbox choices (shared, like `env`).
+    pub sandbox_choices: crate::sandbox::TargetChoices,
 }
 
 impl RunnerHostConfig {
@@ -59,6 +61,7 @@ impl RunnerHostConfig {
             caches: CacheSettings::default(),
             uid_claims_dir: PathBuf::from(crate::uid_claims::DEFAULT_UID_CLAIMS_DIR),
             sandbox: crate::sandbox::SandboxConfig::default(),
+            sandbox_choices: crate::sandbox::TargetChoices::default(),
         }
     }
 }
@@ -294,13 +297,15 @@ impl<S: PackageSource> RunnerHost<S> {
         Ok(Some(slot))
     }
 
-    /// Starts the listener in a prepared runtime, with the caches `plan` gives it (blocking:
-    /// a read-only runner's caches are copied).
+    /// Starts the listener in a prepared runtime, with the caches `plan` gives it, inside the
+    /// walls unless the host or its target (`choice`) opted out (blocking: a read-only
+    /// runner's caches are copied).
     pub fn spawn(
         &self,
         runtime: &Runtime,
         jit_config: &JitConfig,
         plan: Option<&CachePlan>,
+        choice: rm_core::TargetSandbox,
     ) -> Result<SpawnedRunner, HostError> {
         let mut extra_env = self.config.env.get().to_vec();
         let mut groups = None;
@@ -335,7 +340,34 @@ impl<S: PackageSource> RunnerHost<S> {
         {
             shared.push(work);
         }
-        let sandbox = if self.config.sandbox.is_off() {
+        // Docker, for a target that opted in: its socket, and on a root service its group
+        // (a runner's uid is in no group of the host's).
+        let docker = if choice.docker {
+            let socket = crate::sandbox::docker_socket().ok_or_else(|| {
+                ProcessError::Sandbox(
+                    "this target may use Docker, but no Docker daemon listens on \
+                     /run/docker.sock: start Docker, or `repo set … --docker off`"
+                        .to_owned(),
+                )
+            })?;
+            if let Some(owner) = runtime.owner {
+                use std::os::unix::fs::MetadataExt;
+                let gid = std::fs::metadata(&socket)
+                    .map_err(|e| ProcessError::Sandbox(format!("{}: {e}", socket.display())))?
+                    .gid();
+                let g = groups.get_or_insert_with(|| crate::caches::RunnerGroups {
+                    primary: owner.gid,
+                    supplementary: Vec::new(),
+                });
+                if g.primary != gid && !g.supplementary.contains(&gid) {
+                    g.supplementary.push(gid);
+                }
+            }
+            Some(socket)
+        } else {
+            None
+        };
+        let sandbox = if self.config.sandbox.is_off() || !choice.walls {
             None
         } else {
             // Fail closed: no runner starts outside the walls unless the operator said so.
@@ -345,6 +377,7 @@ impl<S: PackageSource> RunnerHost<S> {
                 tools,
                 config: &self.config.sandbox,
                 shared,
+                docker,
             })
         };
         Ok(self.processes.spawn(&SpawnRequest {

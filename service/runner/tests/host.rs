@@ -44,7 +44,12 @@ async fn one_attempt_end_to_end() {
     assert_eq!(host.root().read_sidecar(&name).unwrap(), Some(77));
 
     let spawned = host
-        .spawn(&prepared.runtime, &JitConfig::new("x"), None)
+        .spawn(
+            &prepared.runtime,
+            &JitConfig::new("x"),
+            None,
+            rm_core::TargetSandbox::default(),
+        )
         .unwrap();
     poll(Duration::from_secs(10), || {
         prepared.runtime.path.join("ready").exists().then_some(())

@@ -246,6 +246,15 @@ pub struct SetArgs {
     /// not (ephemeral, the default: the saved workspaces are deleted).
     #[arg(long, value_name = "persistent|ephemeral", value_parser = parse_workspace)]
     pub workspace: Option<rm_proto::Workspace>,
+    /// Start this target's runners inside the job sandbox (on, the default), or without it
+    /// (off: its jobs can then read your files, other processes and the services on this
+    /// machine's loopback; status and the tray say so).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub sandbox: Option<bool>,
+    /// Let this target's jobs use this machine's Docker daemon (on), or not (off, the
+    /// default). Docker is root-equivalent: its jobs then have root on this machine.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub docker: Option<bool>,
     /// Try a target that stopped (`repair_required`, launches kept failing) again, once what
     /// `runner-manager status` names is fixed; the host checks run first.
     #[arg(long)]
@@ -283,6 +292,14 @@ fn parse_cache_switch(text: &str) -> Result<Own<bool>, String> {
         "off" => Ok(Own::Value(false)),
         "default" => Ok(Own::Host),
         other => Err(format!("'{other}' is not on, off or default")),
+    }
+}
+
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("'{other}' is not on or off")),
     }
 }
 
@@ -953,6 +970,12 @@ fn offline_target_command(
                      saved workspaces): drop `--offline`",
                 ));
             }
+            if s.sandbox.is_some() || s.docker.is_some() {
+                return Err(Failure::usage(
+                    "a target's sandbox choices change through the running service (it starts \
+                     the runners): drop `--offline`",
+                ));
+            }
             if change.capacity.is_none()
                 && change.min_capacity.is_none()
                 && change.enabled.is_none()
@@ -1118,16 +1141,25 @@ fn api_target_command(
                 admission,
                 cache,
                 workspace: s.workspace,
+                sandbox: (s.sandbox.is_some() || s.docker.is_some()).then_some(
+                    rm_proto::TargetSandboxChange {
+                        walls: s.sandbox,
+                        docker: s.docker,
+                    },
+                ),
             };
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
                      --monitor-only, --label, --pool, --enable, --disable, --retry, --memory-admission, \
-                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace, --workspace (see `runner-manager {noun} set --help`)"
+                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace, --workspace, --sandbox, --docker (see `runner-manager {noun} set --help`)"
                 )));
             }
             let updated = api.update_target(&target, &change)?;
             println!("updated {}", output::api_target_line(&updated));
+            if let Some(warning) = &updated.sandbox.warning {
+                println!("warning: {}: {warning}", updated.target);
+            }
             Ok(())
         }
         TargetCommand::Remove(t) => {

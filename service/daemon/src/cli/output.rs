@@ -169,7 +169,7 @@ fn when(t: rm_proto::UnixMillis) -> String {
 pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
     let (cap, profile) = capacity_and_profile(t.max_capacity, &t.profile);
     format!(
-        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}{}{}",
+        "{}{profile} [{}{}, {cap}, min {}, {} queued, {} active] labels: {}{}{}{}{}",
         t.target,
         wire(&t.state),
         if t.enabled { "" } else { ", disabled" },
@@ -179,8 +179,21 @@ pub(super) fn api_target_line(t: &rm_proto::TargetStatus) -> String {
         t.labels.join(","),
         own_admission_text(t.admission.as_ref()),
         own_cache_text(t.cache.as_ref()),
-        workspace_text(t.workspace, t.saved_workspaces)
+        workspace_text(t.workspace, t.saved_workspaces),
+        sandbox_text(&t.sandbox)
     )
+}
+
+/// ` · SANDBOX OFF` / ` · docker: on (root)` for a target away from the default.
+fn sandbox_text(s: &rm_proto::TargetSandbox) -> String {
+    let mut out = String::new();
+    if !s.walls {
+        out.push_str(" · SANDBOX OFF (its jobs can read your files)");
+    }
+    if s.docker {
+        out.push_str(" · docker: on (its jobs have root here)");
+    }
+    out
 }
 
 /// ` · workspace: persistent (2 saved)` for a target that keeps its work folders.

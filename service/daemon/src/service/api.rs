@@ -441,6 +441,16 @@ impl Handler for Api {
         let own = req.admission.map(own_admission).transpose()?;
         let own_cache = req.cache.map(own_cache).transpose()?;
         let cache_stored = own_cache.clone();
+        let sandbox = req.sandbox.as_ref().map(|change| {
+            let mut choice = self.daemon.sandboxes.for_policy(policy.id());
+            if let Some(walls) = change.walls {
+                choice.walls = walls;
+            }
+            if let Some(docker) = change.docker {
+                choice.docker = docker;
+            }
+            choice
+        });
         let retry = req.retry == Some(true);
         if retry {
             self.prepare_retry(&target, &mut policy).await?;
@@ -456,6 +466,9 @@ impl Handler for Api {
                 if let Some(own) = &cache_stored {
                     j.put_policy_cache(stored.id(), own)?;
                 }
+                if let Some(choice) = sandbox {
+                    j.put_policy_sandbox(stored.id(), choice)?;
+                }
                 Ok(stored)
             })
             .await
@@ -467,6 +480,14 @@ impl Handler for Api {
         if let Some(own) = own_cache {
             tracing::info!(uid = peer.uid, gh_target = %target.name, settings = ?own, "target cache settings changed: runners started from now on use them");
             self.daemon.caches.set_policy(stored.id(), own);
+        }
+        if let Some(choice) = sandbox {
+            self.daemon.sandboxes.set(stored.id(), choice);
+            if let Some(warning) = choice.warning() {
+                tracing::warn!(uid = peer.uid, gh_target = %target.name, walls = choice.walls, docker = choice.docker, "target sandbox changed: runners started from now on: {warning}");
+            } else {
+                tracing::info!(uid = peer.uid, gh_target = %target.name, "target sandbox back to the default: runners started from now on start inside it, without Docker");
+            }
         }
         if let Some(mode) = workspace {
             tracing::info!(uid = peer.uid, gh_target = %target.name, workspace = %mode, "target workspace mode changed: runners started from now on use it");

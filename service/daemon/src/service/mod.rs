@@ -402,6 +402,18 @@ async fn serve(
             tracing::warn!(%error, "the targets' own cache settings are unreadable: the defaults apply until `repo set --cache …` stores new ones");
         }
     }
+    // The targets' sandbox choices; unreadable ones leave every target inside the walls.
+    let sandboxes = rm_runner::sandbox::TargetChoices::default();
+    match journal.policy_sandboxes() {
+        Ok(own) => {
+            for (policy, choice) in own {
+                sandboxes.set(policy, choice);
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the targets' sandbox choices are unreadable: every target's runners start inside the sandbox, without Docker, until `repo set --sandbox …/--docker …` stores them again");
+        }
+    }
     let journal = JournalAdapter::new(journal);
     let store = open_store(&options)?;
     let client = build_client(&options, Arc::clone(&store))?;
@@ -414,6 +426,7 @@ async fn serve(
     let mut host_config = host_config(&options.data_dir)?;
     host_config.env = runner_env.clone();
     host_config.caches = cache_settings.clone();
+    host_config.sandbox_choices = sandboxes.clone();
     host_config.sandbox = {
         let file = config_file(&options.data_dir)?;
         let off = match (options.sandbox_off, file.sandbox.as_deref()) {
@@ -455,6 +468,7 @@ async fn serve(
         )),
         runner_env,
         caches: cache_settings,
+        sandboxes,
         pool: pool_link::PoolLink::new(open_pool_secret(&options)?, options.pool_lease),
     }));
     daemon.pool.restore(&daemon).await;

@@ -49,6 +49,8 @@ pub struct Parts {
     pub runner_env: rm_runner::RunnerEnv,
     /// The caches' settings as stored (shared with the runner host, which adds the caches).
     pub caches: rm_runner::CacheSettings,
+    /// The targets' sandbox choices as stored (shared with the runner host).
+    pub sandboxes: rm_runner::sandbox::TargetChoices,
     /// The pool of hosts (none joined yet: see `PoolLink::restore`).
     pub pool: super::pool_link::PoolLink,
 }
@@ -87,6 +89,8 @@ pub struct Daemon {
     pub env_changing: tokio::sync::Mutex<()>,
     /// The caches' settings (shared with the runner host) and, once it exists, the caches.
     pub caches: rm_runner::CacheSettings,
+    /// The targets' sandbox choices (shared with the runner host).
+    pub sandboxes: rm_runner::sandbox::TargetChoices,
     /// The loops, once they run (`why` reads their last passes).
     pub fleet: std::sync::OnceLock<Arc<super::fleet::Fleet>>,
     /// The pool of hosts this host joined, if any.
@@ -112,6 +116,7 @@ impl Daemon {
             admission: parts.admission,
             runner_env: parts.runner_env,
             caches: parts.caches,
+            sandboxes: parts.sandboxes,
             env_changing: tokio::sync::Mutex::new(()),
             fleet: std::sync::OnceLock::new(),
             pool: parts.pool,

@@ -101,6 +101,14 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
             }),
             rm_core::WorkspaceMode::Ephemeral => 0,
         },
+        sandbox: {
+            let choice = daemon.sandboxes.for_policy(policy.id());
+            rm_proto::TargetSandbox {
+                walls: choice.walls,
+                docker: choice.docker,
+                warning: choice.warning(),
+            }
+        },
     }
 }
 

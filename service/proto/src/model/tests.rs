@@ -69,6 +69,7 @@ fn target(name: &str) -> TargetStatus {
         cache: None,
         workspace: Workspace::Ephemeral,
         saved_workspaces: 0,
+        sandbox: Default::default(),
     }
 }
 
@@ -576,6 +577,29 @@ fn the_sandbox_turned_off_stays_in_sight_with_the_fix() {
     assert_eq!(codes, ["host_check_job_sandbox"]);
     assert!(v.concerns[0].message.contains("turned off"));
     assert!(v.concerns[0].fix.contains("--sandbox off"));
+}
+
+#[test]
+fn a_target_without_the_sandbox_or_with_docker_stays_in_sight() {
+    let mut s = status();
+    s.targets[0].sandbox = crate::status::TargetSandbox {
+        walls: false,
+        docker: false,
+        warning: Some("its jobs run without the sandbox".into()),
+    };
+    let v = connected(s.clone()).view(t(MIN));
+    assert_eq!(v.state, TrayState::Attention);
+    let c = v
+        .concerns
+        .iter()
+        .find(|c| c.code == "target_sandbox")
+        .expect("a concern");
+    assert!(c.message.starts_with(&s.targets[0].target), "{c:?}");
+    assert!(c.fix.contains("--sandbox on"), "{c:?}");
+    // The default says nothing.
+    s.targets[0].sandbox = Default::default();
+    let v = connected(s).view(t(MIN));
+    assert!(v.concerns.iter().all(|c| c.code != "target_sandbox"));
 }
 
 #[test]

@@ -443,6 +443,27 @@ impl Model {
                     fix: problem.fix.clone(),
                 });
             }
+            // The operator's choice, but one that hands this machine to the target's jobs:
+            // it stays in sight.
+            if let Some(warning) = &target.sandbox.warning {
+                let noun = match target.kind {
+                    crate::status::TargetKind::Org => "org",
+                    _ => "repo",
+                };
+                let undo = if target.sandbox.walls {
+                    "--docker off"
+                } else {
+                    "--sandbox on"
+                };
+                out.push(Concern {
+                    code: "target_sandbox".to_owned(),
+                    message: format!("{}: {warning}", target.target),
+                    fix: format!(
+                        "If that is not what you want: `runner-manager {noun} set {} {undo}`.",
+                        target.target
+                    ),
+                });
+            }
         }
         if let Some(latest) = self.unacknowledged.last() {
             let more = self.unacknowledged.len() - 1;

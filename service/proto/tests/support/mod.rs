@@ -83,6 +83,7 @@ pub fn sample_target(name: &str, revision: u64) -> TargetStatus {
         cache: None,
         workspace: Workspace::Ephemeral,
         saved_workspaces: 0,
+        sandbox: Default::default(),
     }
 }
 

@@ -1,9 +1,15 @@
 //! What the job sandbox costs (BENCHMARKS.md, "The job sandbox"):
-//! - startup: `/bin/true` started plainly vs inside the walls (pasta + bwrap, as a runner
-//!   starts), median and p90 over N runs each, interleaved so machine noise hits both alike;
+//! - startup: from the spawn to the job's first instruction (a `date` inside prints the time),
+//!   plainly vs inside the walls (pasta + bwrap, as a runner starts), and the whole run of
+//!   `/bin/true` including the namespaces' teardown (which follows the job, off the pickup
+//!   path); median and p90 over N runs each, interleaved so machine noise hits both alike;
 //! - network: download throughput and connection latency from a loopback HTTP server, with
 //!   curl outside vs inside (the server's port forwarded into the job's namespace, the one
 //!   path a sandboxed job has to a host port).
+//!
+//! - priority: a foreground loop's wake-up lateness (1 ms sleeps, p50/p99) idle, beside a
+//!   CPU + memory hog (one busy process per core, each touching 256 MiB) at normal priority,
+//!   and beside the same hog at `nice 19` in the idle I/O class, as runners start.
 //!
 //! `cargo run --release -p rm-runner --bin sandbox-bench -- [RUNS] [MIB]` (defaults 40, 256).
 //! As root it runs everything as `nobody` (pasta refuses root), as runners do.
@@ -38,6 +44,7 @@ fn command(program: &Path, args: &[&str], sandbox: Option<&SandboxConfig>) -> Co
                 shared: &[],
                 uid,
                 gid,
+                docker: None,
             };
             let (p, a) = wrap(&tools, &walls, program, args);
             let mut c = Command::new(p);
@@ -63,6 +70,19 @@ fn run_timed(mut cmd: Command) -> (Duration, Vec<u8>) {
     let took = start.elapsed();
     assert!(out.status.success(), "{cmd:?} failed: {:?}", out.status);
     (took, out.stdout)
+}
+
+/// Milliseconds from the spawn to the moment the command inside printed the wall clock.
+fn until_first_instruction(sandbox: Option<&SandboxConfig>) -> f64 {
+    let mut cmd = command(Path::new("/bin/date"), &["+%s%N"], sandbox);
+    let start_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let out = cmd.stderr(Stdio::null()).output().expect("runs");
+    assert!(out.status.success(), "{cmd:?} failed");
+    let inside_ns: u128 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    (inside_ns.saturating_sub(start_ns)) as f64 / 1e6
 }
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
@@ -124,12 +144,71 @@ fn curl(url: &str, sandbox: Option<&SandboxConfig>) -> (f64, f64) {
     (parts.next().unwrap(), parts.next().unwrap())
 }
 
+/// Lateness of 2,000 sleeps of 1 ms, in microseconds: (p50, p99).
+fn wakeup_lateness() -> (f64, f64) {
+    let mut late = Vec::with_capacity(2000);
+    for _ in 0..2000 {
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_millis(1));
+        late.push((t.elapsed().as_secs_f64() - 0.001) * 1e6);
+    }
+    (percentile(&mut late, 0.5), percentile(&mut late, 0.99))
+}
+
+/// One busy process per core, each writing over 256 MiB again and again, optionally as a
+/// runner is started (nice 19, idle I/O class); killed when dropped.
+struct Hog(Vec<std::process::Child>);
+
+impl Hog {
+    fn start(as_runner: bool) -> Hog {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let script = "python3 -c 'b = bytearray(256 << 20)\nwhile True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255'";
+        let children = (0..cores)
+            .map(|_| {
+                let mut c = if as_runner {
+                    let mut c = Command::new("nice");
+                    c.args(["-n", "19", "ionice", "-c", "3", "sh", "-c", script]);
+                    c
+                } else {
+                    let mut c = Command::new("sh");
+                    c.args(["-c", script]);
+                    c
+                };
+                c.process_group(0).spawn().expect("hog starts")
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        Hog(children)
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = c.wait();
+        }
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().map_or(40, |a| a.parse().expect("RUNS"));
     let mib: usize = args.next().map_or(256, |a| a.parse().expect("MIB"));
 
     let config = SandboxConfig::default();
+    let (mut plain, mut walled) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        plain.push(until_first_instruction(None));
+        walled.push(until_first_instruction(Some(&config)));
+    }
+    let (p50, s50) = (percentile(&mut plain, 0.5), percentile(&mut walled, 0.5));
+    let (p90, s90) = (percentile(&mut plain, 0.9), percentile(&mut walled, 0.9));
+    println!("spawn -> job's first instruction over {runs} runs each (ms): plain p50 {p50:.1} p90 {p90:.1}; sandboxed p50 {s50:.1} p90 {s90:.1}; added p50 {:.1}", s50 - p50);
+
     let (mut plain, mut walled) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         plain.push(
@@ -147,7 +226,7 @@ fn main() {
     }
     let (p50, s50) = (percentile(&mut plain, 0.5), percentile(&mut walled, 0.5));
     let (p90, s90) = (percentile(&mut plain, 0.9), percentile(&mut walled, 0.9));
-    println!("startup over {runs} runs each (ms): plain p50 {p50:.1} p90 {p90:.1}; sandboxed p50 {s50:.1} p90 {s90:.1}; added p50 {:.1}", s50 - p50);
+    println!("whole run of /bin/true, teardown included, over {runs} runs each (ms): plain p50 {p50:.1} p90 {p90:.1}; sandboxed p50 {s50:.1} p90 {s90:.1}; added p50 {:.1}", s50 - p50);
 
     let port = serve(mib << 20);
     let url = format!("http://127.0.0.1:{port}/");
@@ -176,5 +255,19 @@ fn main() {
         ob / 1048576.0,
         ib / 1048576.0,
         ib / ob * 100.0
+    );
+
+    let idle = wakeup_lateness();
+    let plain = {
+        let _hog = Hog::start(false);
+        wakeup_lateness()
+    };
+    let niced = {
+        let _hog = Hog::start(true);
+        wakeup_lateness()
+    };
+    println!(
+        "foreground 1 ms wake-up lateness (us) p50/p99: idle {:.0}/{:.0}; beside a hog at normal priority {:.0}/{:.0} (p99 {:.1}x idle); beside the hog as a runner (nice 19, idle I/O) {:.0}/{:.0} (p99 {:.1}x idle)",
+        idle.0, idle.1, plain.0, plain.1, plain.1 / idle.1, niced.0, niced.1, niced.1 / idle.1
     );
 }

@@ -133,6 +133,8 @@ pub struct SandboxSpec<'a> {
     pub tools: crate::sandbox::Tools,
     pub config: &'a crate::sandbox::SandboxConfig,
     pub shared: Vec<PathBuf>,
+    /// The host's Docker socket, for a target that opted in.
+    pub docker: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for SpawnRequest<'_> {
@@ -333,6 +335,7 @@ impl ProcessHost {
                     shared: &spec.shared,
                     uid,
                     gid,
+                    docker: spec.docker.as_deref(),
                 };
                 let (program, args) =
                     crate::sandbox::wrap(&spec.tools, &walls, &listener, &["run"]);

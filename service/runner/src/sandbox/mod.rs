@@ -119,6 +119,49 @@ pub fn loopback_port(url: &str) -> Option<u16> {
     }
 }
 
+/// Each target's own choices (`rm_core::TargetSandbox`), shared: the service changes them at
+/// run time and every later spawn of that target reads them. A target without an entry has the
+/// default (walls, no Docker).
+#[derive(Debug, Clone, Default)]
+pub struct TargetChoices(
+    std::sync::Arc<
+        std::sync::RwLock<std::collections::HashMap<rm_core::PolicyId, rm_core::TargetSandbox>>,
+    >,
+);
+
+impl TargetChoices {
+    pub fn for_policy(&self, policy: rm_core::PolicyId) -> rm_core::TargetSandbox {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&policy)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub fn set(&self, policy: rm_core::PolicyId, choice: rm_core::TargetSandbox) {
+        let mut map = self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if choice.is_default() {
+            map.remove(&policy);
+        } else {
+            map.insert(policy, choice);
+        }
+    }
+}
+
+/// Where the host's Docker daemon listens, the first that exists: the socket a job that may
+/// use Docker gets at `/run/docker.sock` (`/var/run` is a link to `/run`).
+pub fn docker_socket() -> Option<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    ["/run/docker.sock", "/var/run/docker.sock"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket()))
+}
+
 /// The programs that build the walls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tools {
@@ -184,6 +227,8 @@ pub struct Walls<'a> {
     /// The ids the job sees itself as (its real ones outside).
     pub uid: u32,
     pub gid: u32,
+    /// The host's Docker socket, bound at `/run/docker.sock` (the target opted in).
+    pub docker: Option<&'a Path>,
 }
 
 /// The size cap of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`): a quarter of the
@@ -309,6 +354,11 @@ fn bwrap_args(walls: &Walls<'_>) -> Vec<OsString> {
         a.push(dir.as_os_str().to_owned());
         a.push(dir.as_os_str().to_owned());
     }
+    if let Some(socket) = walls.docker {
+        a.push("--bind".into());
+        a.push(socket.as_os_str().to_owned());
+        a.push("/run/docker.sock".into());
+    }
     a.push("--chdir".into());
     a.push(
         walls
@@ -360,6 +410,7 @@ mod tests {
             shared,
             uid: 1234,
             gid: 99,
+            docker: None,
         };
         let (program, args) = wrap(&tools, &walls, &runtime.join("bin/x"), &["run"]);
         assert_eq!(program, Path::new("/usr/bin/pasta"));

@@ -57,6 +57,7 @@ pub fn probe(
         shared: &[],
         uid,
         gid,
+        docker: None,
     };
     let (program, args) = wrap(&tools, &walls, Path::new("/bin/true"), &[]);
     let mut cmd = Command::new(program);

@@ -1,0 +1,92 @@
+//! A target's own sandbox choices: round-trip, clear, go with their policy; an unknown policy
+//! is refused; a damaged row makes the file refused at open.
+
+// Helpers outside #[test] fns unwrap too: a panic there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use rm_core::{LabelSet, PolicyId, PolicySpec, Target, TargetSandbox};
+use rm_journal::{Journal, JournalError};
+use rusqlite::Connection;
+
+fn open_with_policy() -> (tempfile::TempDir, Journal, PolicyId) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut journal = Journal::open(dir.path().join("journal.sqlite3")).unwrap();
+    let spec = PolicySpec::new(
+        Target::parse("me/app").unwrap(),
+        LabelSet::parse(["rm-home-linux-x64"]).unwrap(),
+    );
+    let id = journal.insert_policy(&spec).unwrap().id();
+    (dir, journal, id)
+}
+
+#[test]
+fn a_targets_sandbox_choices_round_trip_clear_and_go_with_their_policy() {
+    let (_dir, mut journal, id) = open_with_policy();
+    assert!(journal.policy_sandboxes().unwrap().is_empty());
+    let docker = TargetSandbox {
+        walls: true,
+        docker: true,
+    };
+    journal.put_policy_sandbox(id, docker).unwrap();
+    assert_eq!(journal.policy_sandboxes().unwrap(), vec![(id, docker)]);
+    let off = TargetSandbox {
+        walls: false,
+        docker: false,
+    };
+    journal.put_policy_sandbox(id, off).unwrap();
+    assert_eq!(journal.policy_sandboxes().unwrap(), vec![(id, off)]);
+    journal
+        .put_policy_sandbox(id, TargetSandbox::default())
+        .unwrap();
+    assert!(journal.policy_sandboxes().unwrap().is_empty(), "cleared");
+
+    journal.put_policy_sandbox(id, off).unwrap();
+    journal.delete_policy(id).unwrap();
+    assert!(
+        journal.policy_sandboxes().unwrap().is_empty(),
+        "gone with the policy"
+    );
+}
+
+#[test]
+fn an_unknown_policy_is_refused() {
+    let (_dir, mut journal, _id) = open_with_policy();
+    let off = TargetSandbox {
+        walls: false,
+        docker: false,
+    };
+    let err = journal
+        .put_policy_sandbox(PolicyId::new(999), off)
+        .unwrap_err();
+    assert!(matches!(err, JournalError::NotFound { .. }), "{err:?}");
+    assert!(journal.policy_sandboxes().unwrap().is_empty());
+}
+
+#[test]
+fn a_damaged_row_makes_the_file_refused() {
+    let (dir, mut journal, id) = open_with_policy();
+    journal
+        .put_policy_sandbox(
+            id,
+            TargetSandbox {
+                walls: false,
+                docker: false,
+            },
+        )
+        .unwrap();
+    drop(journal);
+    let path = dir.path().join("journal.sqlite3");
+    // The CHECK constraint keeps SQLite itself from storing a 2: drop it the hard way.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             UPDATE policy_sandbox SET walls = 2;",
+        )
+        .unwrap();
+    // The CHECK constraints make it a damaged file, refused at open with the table named
+    // (never read as "no sandbox").
+    let err = Journal::open(&path).unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("policy_sandbox"), "{err}");
+}
