@@ -152,6 +152,13 @@ function keepsText(t) {
   return parts.join(" · ");
 }
 
+// A target's sandbox away from the default (walls off, or Docker), in the service's words.
+function sandboxText(t) {
+  if (!t.sandbox || (t.sandbox.walls !== false && !t.sandbox.docker)) return "";
+  const what = t.sandbox.walls === false ? "Sandbox off" : "Docker on";
+  return t.sandbox.warning ? `${what}: ${t.sandbox.warning}` : what;
+}
+
 function targetRow(t) {
   let [words, cls] = t.enabled ? (t.problem ? ["needs attention", "s-bad"] : TARGET_STATE[t.state] || [t.state, ""]) : ["disabled", "s-muted"];
   if (t.enabled && !t.problem && t.state === "active" && t.max_capacity === null) [words, cls] = ["monitor only", "s-ok"];
@@ -180,7 +187,7 @@ function targetRow(t) {
   }
   const demand = t.demand.queued ? `${t.demand.queued}${t.demand.is_floor ? "+" : ""} queued` : "none queued";
   return el("tr", { id: t.profile && t.profile !== "default" ? `target-${t.target}-${t.profile}` : `target-${t.target}` },
-    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository", profileArg(t) ? ` · profile ${t.profile}` : ""), keepsText(t) ? el("div", { class: "muted" }, keepsText(t)) : null),
+    el("td", {}, el("strong", {}, t.target), el("br"), el("span", { class: "muted" }, t.kind === "org" ? "organization" : "repository", profileArg(t) ? ` · profile ${t.profile}` : ""), keepsText(t) ? el("div", { class: "muted" }, keepsText(t)) : null, sandboxText(t) ? el("div", { class: "s-warn", role: "note" }, sandboxText(t)) : null),
     el("td", {}, el("span", { class: `badge ${cls}` }, words), t.problem ? el("p", {}, t.problem.message, el("br"), el("span", { class: "muted" }, t.problem.fix)) : null),
     el("td", {}, el("label", {}, enabled, " enabled"), el("br"), el("label", { title: "Each runner starts with the work folder the last job of this target left (credentials removed): faster checkouts and builds. Off deletes the kept folders." }, keep, " keep work folders")),
     el("td", {}, el("div", { class: "row" }, max, el("label", {}, monitor, " monitor only"))),

@@ -141,7 +141,9 @@ async fn a_target_removed_with_a_busy_runner_finishes_the_job_cleans_and_starts_
             .any(|l| l.contains("drain ended") && l.contains(ORG))
     })
     .await;
-    w.clean_state().unwrap();
+    if let Err(e) = w.clean_state() {
+        panic!("{e}\n{}", host.log_text());
+    }
     assert_eq!(
         w.gh.job(later).unwrap().status,
         JobStatus::Queued,

@@ -65,6 +65,11 @@ pub struct TargetLoop<J, G, H, C> {
     pub(crate) exit: Arc<Notify>,
     /// The last copy read successfully (a failed read keeps it).
     pub(crate) policies: Mutex<Vec<Policy>>,
+    /// Policies that vanished from the journal while this loop ran (the last copy of each):
+    /// when the loop is retired, it supervises their runners too. A pass can read the
+    /// journal after a target's policy was deleted but before the loop is told it is retired;
+    /// without this, that policy's running runner would be nobody's to conclude and clean.
+    pub(crate) vanished: Mutex<Vec<Policy>>,
     pub(crate) cleanup: Mutex<HashMap<AttemptId, CleanupBackoff>>,
     pub(crate) draining: AtomicBool,
     /// The target was removed: start nothing, supervise until this target owns no runner,
@@ -128,6 +133,7 @@ where
             events,
             exit: Arc::new(Notify::new()),
             policies: Mutex::new(Vec::new()),
+            vanished: Mutex::new(Vec::new()),
             cleanup: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
             retiring: AtomicBool::new(false),
@@ -381,10 +387,19 @@ where
         match self.ports.journal.policies(&self.target).await {
             Ok(mut policies) => {
                 let mut known = locked(&self.policies);
+                let mut vanished = locked(&self.vanished);
+                for old in known.iter() {
+                    if !policies.iter().any(|p| p.id() == old.id())
+                        && !vanished.iter().any(|v| v.id() == old.id())
+                    {
+                        vanished.push(old.clone());
+                    }
+                }
                 if self.is_retiring() {
                     // A removed target's policies may be deleted while its runners still run:
-                    // keep supervising them under the last copy.
-                    for old in known.iter() {
+                    // keep supervising them under the last copy (a retired loop starts
+                    // nothing).
+                    for old in vanished.iter() {
                         if !policies.iter().any(|p| p.id() == old.id()) {
                             policies.push(old.clone());
                         }

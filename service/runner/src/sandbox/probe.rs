@@ -122,6 +122,13 @@ fn classify(stderr: &str, code: Option<i32>) -> ProbeFailure {
         said.join("; ")
     };
     let lower = said.to_ascii_lowercase();
+    if lower.contains("unknown option") {
+        return failure(
+            format!("the installed bubblewrap or pasta is too old: {said}"),
+            "install bubblewrap 0.8 or newer and a passt from 2023 or newer (Debian 12, Ubuntu \
+             24.04 and later ship them)",
+        );
+    }
     if lower.contains("tun") {
         return failure(
             format!("the network wall cannot be built: {said}"),
@@ -267,6 +274,8 @@ mod tests {
         assert!(f.fix.contains("chmod 0666 /dev/net/tun"), "{f:?}");
         let f = classify("bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.", Some(1));
         assert!(f.fix.contains("user.max_user_namespaces"), "{f:?}");
+        let f = classify("bwrap: Unknown option --disable-userns", Some(1));
+        assert!(f.fix.contains("bubblewrap 0.8"), "{f:?}");
         let f = classify("Failed to send 12 bytes to syslog\n", Some(3));
         assert!(f.detail.contains("exit code Some(3)"), "{f:?}");
     }
