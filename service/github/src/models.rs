@@ -166,18 +166,34 @@ pub(crate) struct RunRepository {
 }
 
 impl RunSummary {
-    /// Whether the run comes from a fork: its `head_repository.full_name` is present and
-    /// differs (ignoring ASCII case, as GitHub's names do) from `repository.full_name`, or,
-    /// without that, from `listed_in`, the `owner/repo` whose runs were read. Without a head
-    /// repository, a run is not from a fork.
+    /// Whether the run must be treated as a fork's (untrusted), deciding fail-closed: its
+    /// `head_repository.full_name` is present and differs (ignoring ASCII case, as GitHub's
+    /// names do) from `repository.full_name`, or, without that, from `listed_in`, the
+    /// `owner/repo` whose runs were read. Without a head repository, only a run whose event
+    /// says where its code comes from and cannot be a pull request (`push`, `schedule`,
+    /// `workflow_dispatch`, …) is trusted: a pull-request event without one, or a run without
+    /// an event, counts as a fork's.
     pub fn is_from_fork(&self, listed_in: &str) -> bool {
         let Some(head) = full_name(self.head_repository.as_ref()) else {
-            return false;
+            return match self.event.as_deref().map(str::trim) {
+                None | Some("") => true,
+                Some(event) => PULL_REQUEST_EVENTS
+                    .iter()
+                    .any(|e| e.eq_ignore_ascii_case(event)),
+            };
         };
         let base = full_name(self.repository.as_ref()).unwrap_or(listed_in);
         !head.eq_ignore_ascii_case(base)
     }
 }
+
+/// Events that run a pull request's code, which may come from someone without write access.
+const PULL_REQUEST_EVENTS: &[&str] = &[
+    "pull_request",
+    "pull_request_target",
+    "pull_request_review",
+    "pull_request_review_comment",
+];
 
 fn full_name(repo: Option<&RunRepository>) -> Option<&str> {
     repo.and_then(|r| r.full_name.as_deref())
@@ -274,16 +290,34 @@ mod tests {
     }
 
     #[test]
-    fn a_run_without_a_head_repository_is_not_from_a_fork() {
+    fn a_run_without_a_head_repository_is_trusted_only_for_an_event_that_is_no_pull_request() {
         // Omitted (some events) and null alike.
         for r in [
             run(r#"{"id":1,"event":"schedule","repository":{"full_name":"octo/app"}}"#),
-            run(r#"{"id":1,"repository":{"full_name":"octo/app"},"head_repository":null}"#),
-            run(r#"{"id":1,"head_repository":{"full_name":null}}"#),
-            run(r#"{"id":1,"head_repository":{}}"#),
+            run(
+                r#"{"id":1,"event":"push","repository":{"full_name":"octo/app"},"head_repository":null}"#,
+            ),
+            run(r#"{"id":1,"event":"workflow_dispatch","head_repository":{"full_name":null}}"#),
+            run(r#"{"id":1,"event":"push","head_repository":{}}"#),
         ] {
             assert!(!r.is_from_fork("octo/app"));
             assert!(!r.is_from_fork("someone/else"));
+        }
+    }
+
+    #[test]
+    fn a_pull_request_without_a_head_repository_or_a_run_without_an_event_is_a_forks() {
+        // Fail closed: where the code comes from cannot be established.
+        for r in [
+            run(r#"{"id":1,"event":"pull_request","repository":{"full_name":"octo/app"}}"#),
+            run(
+                r#"{"id":1,"event":"pull_request_target","repository":{"full_name":"octo/app"},"head_repository":null}"#,
+            ),
+            run(r#"{"id":1,"event":"Pull_Request","head_repository":{"full_name":null}}"#),
+            run(r#"{"id":1,"repository":{"full_name":"octo/app"},"head_repository":null}"#),
+            run(r#"{"id":1,"event":"","head_repository":{}}"#),
+        ] {
+            assert!(r.is_from_fork("octo/app"));
         }
     }
 
@@ -321,13 +355,16 @@ mod tests {
     #[test]
     fn an_odd_repository_value_does_not_spoil_the_page() {
         let page: RunsPage = serde_json::from_str(
-            r#"{"total_count":2,"workflow_runs":[
-                {"id":1,"repository":"octo/app","head_repository":42},
-                {"id":2,"repository":{"full_name":"octo/app"},"head_repository":{"full_name":"x/app"}}]}"#,
+            r#"{"total_count":3,"workflow_runs":[
+                {"id":1,"event":"push","repository":"octo/app","head_repository":42},
+                {"id":2,"repository":{"full_name":"octo/app"},"head_repository":{"full_name":"x/app"}},
+                {"id":3,"repository":"octo/app","head_repository":42}]}"#,
         )
         .unwrap();
-        assert_eq!(page.workflow_runs.len(), 2);
+        assert_eq!(page.workflow_runs.len(), 3);
         assert!(!page.workflow_runs[0].is_from_fork("octo/app"));
         assert!(page.workflow_runs[1].is_from_fork("octo/app"));
+        // Unreadable head and no event: where its code comes from is unknown.
+        assert!(page.workflow_runs[2].is_from_fork("octo/app"));
     }
 }
