@@ -45,6 +45,7 @@ fn command(program: &Path, args: &[&str], sandbox: Option<&SandboxConfig>) -> Co
                 uid,
                 gid,
                 docker: None,
+                resolv_conf: None,
             };
             let (p, a) = wrap(&tools, &walls, program, args);
             let mut c = Command::new(p);

@@ -32,6 +32,8 @@ pub const LISTENER_LOG: &str = "_listener.log";
 pub const TEMP_DIR: &str = "_tmp";
 /// The runner's HOME, inside the runtime (the runner accounts have no home).
 pub const HOME_DIR: &str = "_home";
+/// The job's resolver configuration, inside the runtime, when the host's is on its loopback.
+pub const RESOLV_CONF: &str = "_resolv.conf";
 
 /// Environment variables passed through from the service; everything else is dropped so no
 /// service secret leaks into a job.
@@ -240,6 +242,26 @@ fn into_own_session(cmd: &mut Command) {
     }
 }
 
+/// Where the host's resolver is on its loopback, the job's own resolver configuration (see
+/// [`crate::sandbox::job_resolv_conf`]), written into its runtime; `None` otherwise.
+fn job_resolver(runtime: &Path, owner: Option<Ownership>) -> Result<Option<PathBuf>, ProcessError> {
+    let host = fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let Some(text) = crate::sandbox::job_resolv_conf(&host) else {
+        return Ok(None);
+    };
+    let path = runtime.join(RESOLV_CONF);
+    let err = |source| ProcessError::Prepare {
+        path: path.clone(),
+        source,
+    };
+    fs::write(&path, text).map_err(err)?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).map_err(err)?;
+    if let Some(o) = owner {
+        std::os::unix::fs::lchown(&path, Some(o.uid), Some(o.gid)).map_err(err)?;
+    }
+    Ok(Some(path))
+}
+
 fn prepare_dir(path: &Path, owner: Option<Ownership>) -> Result<(), ProcessError> {
     let err = |source| ProcessError::Prepare {
         path: path.to_path_buf(),
@@ -329,6 +351,7 @@ impl ProcessHost {
                         nix::unistd::getegid().as_raw(),
                     ),
                 };
+                let resolv_conf = job_resolver(req.runtime, req.owner)?;
                 let walls = crate::sandbox::Walls {
                     config: spec.config,
                     runtime: Some(req.runtime),
@@ -336,6 +359,7 @@ impl ProcessHost {
                     uid,
                     gid,
                     docker: spec.docker.as_deref(),
+                    resolv_conf: resolv_conf.as_deref(),
                 };
                 let (program, args) =
                     crate::sandbox::wrap(&spec.tools, &walls, &listener, &["run"]);

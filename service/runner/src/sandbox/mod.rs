@@ -48,8 +48,8 @@ pub enum SandboxMode {
     /// Every runner starts inside the walls; a host that cannot build them runs no job.
     #[default]
     Required,
-    /// The operator's explicit opt-out: runners start without the walls (status, `why` and
-    /// the doctor say so on every look).
+    /// The operator's explicit opt-out: runners start without the walls (status, the tray
+    /// and the doctor say so on every look).
     Off,
 }
 
@@ -229,6 +229,40 @@ pub struct Walls<'a> {
     pub gid: u32,
     /// The host's Docker socket, bound at `/run/docker.sock` (the target opted in).
     pub docker: Option<&'a Path>,
+    /// A resolver configuration naming [`DNS_FORWARD`], bound over the host's: given when the
+    /// host's resolver is on its loopback (systemd-resolved's `127.0.0.53`), which the job's
+    /// network namespace cannot reach; pasta relays what is sent to that address to it.
+    pub resolv_conf: Option<&'a Path>,
+}
+
+/// The address a job's DNS queries go to when the host's resolver is on its loopback: pasta
+/// forwards them to the host's first resolver (a link-local address, routed to pasta like any
+/// other).
+pub const DNS_FORWARD: &str = "169.254.0.53";
+
+/// The resolver configuration a job gets when `host_resolv` (the host's `/etc/resolv.conf`)
+/// names a loopback resolver first: [`DNS_FORWARD`] instead, the host's `search` and
+/// `options` kept. `None` when the host's resolver is reachable from the job's network as it is.
+pub fn job_resolv_conf(host_resolv: &str) -> Option<String> {
+    let first = host_resolv.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next() == Some("nameserver")).then(|| words.next())?
+    })?;
+    let loopback = first
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        return None;
+    }
+    let mut out = format!("# runner-manager: the host's resolver ({first}) through the job sandbox\nnameserver {DNS_FORWARD}\n");
+    for line in host_resolv.lines() {
+        let word = line.split_whitespace().next();
+        if matches!(word, Some("search" | "domain" | "options")) {
+            out.push_str(line.trim());
+            out.push('\n');
+        }
+    }
+    Some(out)
 }
 
 /// The size cap of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`): a quarter of the
@@ -293,6 +327,10 @@ pub fn wrap(
     }
     push("-U");
     push("none");
+    if walls.resolv_conf.is_some() {
+        push("--dns-forward");
+        push(DNS_FORWARD);
+    }
     push("--");
     a.push(tools.bwrap.clone().into_os_string());
     a.extend(bwrap_args(walls));
@@ -359,6 +397,14 @@ fn bwrap_args(walls: &Walls<'_>) -> Vec<OsString> {
         a.push(socket.as_os_str().to_owned());
         a.push("/run/docker.sock".into());
     }
+    if let Some(conf) = walls.resolv_conf {
+        // Over the file the host's /etc/resolv.conf is (often a link into /run).
+        let target = std::fs::canonicalize("/etc/resolv.conf")
+            .unwrap_or_else(|_| PathBuf::from("/etc/resolv.conf"));
+        a.push("--ro-bind".into());
+        a.push(conf.as_os_str().to_owned());
+        a.push(target.into_os_string());
+    }
     a.push("--chdir".into());
     a.push(
         walls
@@ -411,6 +457,7 @@ mod tests {
             uid: 1234,
             gid: 99,
             docker: None,
+            resolv_conf: None,
         };
         let (program, args) = wrap(&tools, &walls, &runtime.join("bin/x"), &["run"]);
         assert_eq!(program, Path::new("/usr/bin/pasta"));
@@ -493,6 +540,49 @@ mod tests {
         assert_eq!(loopback_port("not a url"), None);
         let config = SandboxConfig::reaching(&["http://127.0.0.1:7", "http://127.0.0.1:7/api/v3"]);
         assert_eq!(config.forward_tcp, vec![7]);
+    }
+
+    #[test]
+    fn a_loopback_resolver_is_reached_through_pasta() {
+        let host = "# stub\nnameserver 127.0.0.53\noptions edns0 trust-ad\nsearch lan\n";
+        let conf = job_resolv_conf(host).unwrap();
+        assert!(
+            conf.contains(&format!("nameserver {DNS_FORWARD}\n")),
+            "{conf}"
+        );
+        assert!(conf.contains("options edns0 trust-ad\n") && conf.contains("search lan\n"));
+        assert!(!conf.contains("nameserver 127.0.0.53"));
+        assert_eq!(
+            job_resolv_conf("nameserver 10.0.0.1\nnameserver 127.0.0.1\n"),
+            None
+        );
+        assert!(job_resolv_conf("nameserver ::1\n").is_some());
+        assert_eq!(job_resolv_conf("# nothing\n"), None);
+
+        let tools = Tools {
+            bwrap: "/usr/bin/bwrap".into(),
+            pasta: "/usr/bin/pasta".into(),
+        };
+        let config = SandboxConfig::default();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("resolv.conf");
+        let walls = Walls {
+            config: &config,
+            runtime: Some(dir.path()),
+            shared: &[],
+            uid: 1,
+            gid: 1,
+            docker: None,
+            resolv_conf: Some(&file),
+        };
+        let (_, args) = wrap(&tools, &walls, Path::new("/bin/true"), &[]);
+        let args: Vec<String> = args
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(follows(&args, &["--dns-forward", DNS_FORWARD, "--"]));
+        let f = file.display().to_string();
+        assert!(args.windows(2).any(|w| w[0] == "--ro-bind" && w[1] == f));
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub fn probe(
         uid,
         gid,
         docker: None,
+        resolv_conf: None,
     };
     let (program, args) = wrap(&tools, &walls, Path::new("/bin/true"), &[]);
     let mut cmd = Command::new(program);
