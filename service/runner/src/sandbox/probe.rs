@@ -146,8 +146,9 @@ fn classify(stderr: &str, code: Option<i32>) -> ProbeFailure {
             format!("unprivileged user namespaces are not available: {said}"),
             "allow them: `sudo sysctl -w user.max_user_namespaces=15000` (and in \
              /etc/sysctl.d/ to keep it); on Ubuntu 24.04 and later also \
-             `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or install the \
-             AppArmor profile the runner-manager package ships for bwrap and pasta",
+             make sure the AppArmor profiles Ubuntu ships for bwrap and pasta are loaded \
+             (`sudo systemctl reload apparmor`), or lift the restriction with \
+             `sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`",
         );
     }
     failure(
