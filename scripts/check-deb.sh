@@ -116,7 +116,9 @@ for _ in $(seq 300); do
     kill -0 "$daemon_pid" 2>/dev/null || { cat "$t/daemon.log"; fail "the service exited"; }
     sleep 0.1
 done
-in_root runner-manager status | tee "$t/status.txt" | head -5
+# Whole into a file first: `head` closing the pipe early would end the script (pipefail).
+in_root runner-manager status > "$t/status.txt"
+head -n 12 "$t/status.txt"
 in_root runner-manager --version | grep -qx "runner-manager $version" || fail "wrong --version"
 uid=$(in_root id -u tester)
 in_root setpriv --reuid="$uid" --regid="$uid" --clear-groups runner-manager status >/dev/null ||
