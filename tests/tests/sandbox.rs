@@ -75,6 +75,19 @@ async fn service(gh: &FakeGitHub, mode: &Mode) -> (Daemon, String) {
     (d, label)
 }
 
+/// Runs `step` as one job of `octo/hello` through the service and requires it to succeed (the
+/// probes report what they saw through files, not through the job's conclusion).
+async fn job(d: &Daemon, gh: &FakeGitHub, label: &str, name: &str, step: &str) {
+    let c = run(
+        d,
+        gh,
+        "octo/hello",
+        vec![JobSpec::new(name, &[label]).with_command(step)],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success], "the job {name} ran");
+}
+
 /// Runs `script` (bash) on the host as the mode's outsider; true when it exits 0.
 fn outside(mode: &Mode, script: &Path) -> bool {
     as_outsider(mode)
@@ -268,14 +281,7 @@ async fn a_job_cannot_reach_the_services_socket_or_data() {
             "{mode:?}: outside, the socket and the data are there"
         );
         let step = format!("if {probe}; then echo escaped; else echo held; fi > {o}/result");
-        let c = run(
-            &d,
-            &gh,
-            "octo/hello",
-            vec![JobSpec::new("service-socket", &[&label]).with_command(&step)],
-        )
-        .await;
-        assert_eq!(c, vec![Conclusion::Success]);
+        job(&d, &gh, &label, "service-socket", &step).await;
         assert_eq!(
             read(out.path(), "result"),
             "held",
@@ -368,14 +374,7 @@ async fn what_a_job_leaves_in_the_temp_directories_goes_with_it() {
         let second = format!(
             "if {all_there} 2>/dev/null; then echo found; else echo clean; fi > {o}/second"
         );
-        let c = run(
-            &d,
-            &gh,
-            "octo/hello",
-            vec![JobSpec::new("leaves-files", &[&label]).with_command(&first)],
-        )
-        .await;
-        assert_eq!(c, vec![Conclusion::Success]);
+        job(&d, &gh, &label, "leaves-files", &first).await;
         assert_eq!(
             read(out.path(), "first"),
             "wrote",
@@ -384,14 +383,7 @@ async fn what_a_job_leaves_in_the_temp_directories_goes_with_it() {
         for p in &places {
             assert!(!Path::new(p).exists(), "{mode:?}: {p} was left on the host");
         }
-        let c = run(
-            &d,
-            &gh,
-            "octo/hello",
-            vec![JobSpec::new("comes-next", &[&label]).with_command(&second)],
-        )
-        .await;
-        assert_eq!(c, vec![Conclusion::Success]);
+        job(&d, &gh, &label, "comes-next", &second).await;
         assert_eq!(read(out.path(), "second"), "clean", "{mode:?}");
         d.stop().await.unwrap();
     }
@@ -423,14 +415,7 @@ async fn a_daemon_a_job_starts_ends_with_it() {
             "setsid sh -c '(exec sleep {marker}) & echo started > {o}/left' </dev/null >/dev/null 2>&1 &\n\
              while [ ! -s {o}/left ]; do sleep 0.05; done"
         );
-        let c = run(
-            &d,
-            &gh,
-            "octo/hello",
-            vec![JobSpec::new("starts-a-daemon", &[&label]).with_command(&step)],
-        )
-        .await;
-        assert_eq!(c, vec![Conclusion::Success]);
+        job(&d, &gh, &label, "starts-a-daemon", &step).await;
         rm_e2e::until(Duration::from_secs(20), "the daemon ended", || async {
             (!alive(&marker)).then_some(())
         })
@@ -538,15 +523,8 @@ async fn the_opt_out_runs_jobs_and_says_so() {
     let marker = format!("/tmp/rm-sandbox-optout-{}", std::process::id());
     std::fs::write(&marker, "host").unwrap();
     let step = format!("if test -f {marker}; then echo host; else echo walled; fi > {o}/seen");
-    let c = run(
-        &d,
-        &gh,
-        "octo/hello",
-        vec![JobSpec::new("unwalled", &[&label]).with_command(&step)],
-    )
-    .await;
+    job(&d, &gh, &label, "unwalled", &step).await;
     let _ = std::fs::remove_file(&marker);
-    assert_eq!(c, vec![Conclusion::Success]);
     assert_eq!(read(out.path(), "seen"), "host");
     d.stop().await.unwrap();
 }
@@ -599,14 +577,7 @@ async fn a_job_cannot_read_the_services_session_keyring() {
         let step = format!(
             "keyctl show @s > {o}/said 2>&1; if keyctl print %user:rm-probe 2>>{o}/said | grep -q a-login-secret; then echo escaped; else echo held; fi > {o}/result"
         );
-        let c = run(
-            &d,
-            &gh,
-            "octo/hello",
-            vec![JobSpec::new("keyring", &[&label]).with_command(&step)],
-        )
-        .await;
-        assert_eq!(c, vec![Conclusion::Success]);
+        job(&d, &gh, &label, "keyring", &step).await;
         assert_eq!(
             read(out.path(), "result"),
             "held",
@@ -657,15 +628,8 @@ async fn a_targets_own_opt_out_is_shown_on_it_and_walls_no_other() {
 
     d.ok(&["repo", "set", "octo/hello", "--sandbox", "on"])
         .await;
-    let c = run(
-        &d,
-        &gh,
-        "octo/hello",
-        vec![JobSpec::new("walled", &[&label]).with_command(&step("on"))],
-    )
-    .await;
+    job(&d, &gh, &label, "walled", &step("on")).await;
     let _ = std::fs::remove_file(&marker);
-    assert_eq!(c, vec![Conclusion::Success]);
     assert_eq!(read(out.path(), "on"), "walled", "walled again");
     // The choice survives a restart (the journal keeps it).
     d.ok(&["repo", "set", "octo/hello", "--sandbox", "off"])
