@@ -270,7 +270,7 @@ function renderFailures(m) {
     el("tbody", {}, m.failures.map((f) => el("tr", { id: `failure-${f.anchor}`, class: f.seen ? "" : "new", tabindex: "-1" },
       el("td", {}, when(f.at), f.seen ? null : el("span", { class: "badge s-bad" }, "new")),
       el("td", {}, f.target),
-      el("td", {}, f.words),
+      el("td", {}, f.words, f.detail ? el("br") : null, f.detail ? el("span", { class: "muted" }, f.detail) : null),
       el("td", {}, f.fix_sentence))))));
 }
 

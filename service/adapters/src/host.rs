@@ -283,6 +283,18 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         }
     }
 
+    async fn exit_of(&self, process: ProcessIdentity) -> Option<rm_core::ProcessExit> {
+        match self.host.inspect(process) {
+            Ok(ProcessState::Exited {
+                status: Some(status),
+            }) => Some(rm_core::ProcessExit {
+                code: status.code,
+                signal: status.signal,
+            }),
+            _ => None,
+        }
+    }
+
     async fn find_process(&self, runtime: &Path) -> Result<Option<ProcessIdentity>, HostError> {
         // No directory, no process running from it (a crash before materialize finished, or
         // after the scrub).

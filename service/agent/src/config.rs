@@ -52,6 +52,11 @@ pub struct AgentConfig {
     pub cleanup_retry: RetryPolicy,
     /// Failed launches of a policy in a row back off, then give up (`repair_required`).
     pub launch_backoff: LaunchBackoff,
+    /// After GitHub refuses to delete a dead runner's registration (it still counts the runner
+    /// busy), the waits before each next DELETE; after the last refusal the registration is
+    /// left for GitHub to remove. The default tries at 0, 1, 4 and 11 minutes: past GitHub's
+    /// ~10 minutes for a runner that vanished mid-job, 4 charged requests in all.
+    pub removal_retry: Vec<Duration>,
     /// How long a stopped runner gets before it is killed.
     pub stop_grace: Duration,
     /// A launch slower than this logs a warning.
@@ -83,6 +88,11 @@ impl Default for AgentConfig {
                 max_delay: Duration::from_secs(300),
             },
             launch_backoff: LaunchBackoff::default(),
+            removal_retry: vec![
+                Duration::from_secs(60),
+                Duration::from_secs(180),
+                Duration::from_secs(420),
+            ],
             stop_grace: Duration::from_secs(10),
             slow_launch: Duration::from_secs(60),
             drain_deadline: Some(Duration::from_secs(60)),

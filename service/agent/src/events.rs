@@ -3,8 +3,8 @@
 //! carries a secret: the JIT config never leaves the launch.
 
 use rm_core::{
-    AttemptId, AttemptState, FailureReason, HostCheck, Outcome, PolicyId, PolicyState, Target,
-    TerminateReason, Timestamp,
+    AttemptId, AttemptState, FailureReason, HostCheck, Outcome, PolicyId, PolicyState, ProcessExit,
+    Target, TerminateReason, Timestamp,
 };
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -191,13 +191,24 @@ pub enum EventKind {
         attempt: AttemptId,
         reason: TerminateReason,
     },
-    /// GitHub refused to delete a runner running a job; kept, retried next pass.
+    /// GitHub refused to delete the registration of a runner whose process is gone (it still
+    /// counts it busy). The attempt is concluded anyway; the DELETE is tried again in
+    /// `retry_in`, or, when `None`, given up: GitHub removes the registration itself.
     DeregisterRefused {
+        attempt: AttemptId,
+        retry_in: Option<Duration>,
+        /// DELETEs refused so far.
+        refusals: u32,
+    },
+    /// A registration GitHub refused to delete earlier is gone now.
+    DeregisteredLate {
         attempt: AttemptId,
     },
     Concluded {
         attempt: AttemptId,
         outcome: Outcome,
+        /// How the runner's process ended, when the service saw it end.
+        exit: Option<ProcessExit>,
         deregistered: bool,
         /// The outcome asks for a replacement if demand remains (the allocator decides).
         replace: bool,
@@ -338,16 +349,33 @@ fn log(target: &Target, kind: &EventKind) {
         EventKind::TerminateRequested { attempt, reason } => tracing::info!(
             %gh_target, attempt = %attempt, reason = %reason, "stopping runner"
         ),
-        EventKind::DeregisterRefused { attempt } => tracing::info!(
-            %gh_target, attempt = %attempt, "GitHub refused deregistration (job running); retrying next pass"
+        EventKind::DeregisterRefused {
+            attempt,
+            retry_in: Some(retry_in),
+            refusals,
+        } => tracing::info!(
+            %gh_target, attempt = %attempt, refusals, retry_in_secs = retry_in.as_secs(),
+            "GitHub still counts the runner busy and refused to delete its registration; trying again later"
+        ),
+        EventKind::DeregisterRefused {
+            attempt,
+            retry_in: None,
+            refusals,
+        } => tracing::warn!(
+            %gh_target, attempt = %attempt, refusals,
+            "GitHub kept refusing to delete the runner's registration; left for GitHub to remove when it times the job out"
+        ),
+        EventKind::DeregisteredLate { attempt } => tracing::info!(
+            %gh_target, attempt = %attempt, "runner registration removed after GitHub released it"
         ),
         EventKind::Concluded {
             attempt,
             outcome,
+            exit,
             deregistered,
             replace,
         } => tracing::info!(
-            %gh_target, attempt = %attempt, outcome = %outcome, deregistered, replace, "attempt concluded"
+            %gh_target, attempt = %attempt, outcome = %outcome, exit = exit.map(|e| e.describe()), deregistered, replace, "attempt concluded"
         ),
         EventKind::Cleaned { attempt } => {
             tracing::info!(%gh_target, attempt = %attempt, "runtime scrubbed; attempt cleaned")

@@ -13,8 +13,8 @@ use crate::target_loop::{JobsSeen, TargetLoop};
 use crate::why::{demand_unread, note_runners};
 use rm_core::{
     allocate, job_matches_runner, match_demand_for_runner, Allocation, AllocationInput, Attempt,
-    AttemptId, CapacityHold, Evidence, FailureReason, Outcome, PassStop, PassView, Policy,
-    PolicyDemand, PolicyId, PolicyState, RunsOn, Timestamp, WorkspaceMode,
+    AttemptId, CapacityHold, FailureReason, Outcome, PassStop, PassView, Policy, PolicyDemand,
+    PolicyId, PolicyState, RunsOn, Timestamp, WorkspaceMode,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -359,7 +359,7 @@ where
                     continue;
                 };
                 let runtime = self.ports.host.runtime_dir(&id);
-                if self.ports.host.evidence(&runtime).await == Evidence::WorkerLog {
+                if self.ports.host.evidence(&runtime).await.job_ran() {
                     found.insert(name.clone());
                 }
             }
@@ -766,6 +766,7 @@ where
             self.emit(EventKind::Concluded {
                 attempt: attempt.id().clone(),
                 outcome: Outcome::Failed(reason),
+                exit: None,
                 deregistered,
                 replace: Outcome::Failed(reason).wants_replacement(),
             });

@@ -15,6 +15,7 @@ mod ids;
 mod launch;
 mod launch_backoff;
 mod ports;
+mod refused_removals;
 mod secret;
 mod supervise;
 mod target_loop;

@@ -63,6 +63,7 @@ where
     /// journal does not know are not touched (no ownership proof); they still count against
     /// capacity through the journal's counts. Returns whether GitHub was reached.
     pub(crate) async fn supervise_all(&self, startup: bool) -> bool {
+        self.retry_refused_removals().await;
         let own = self.policy_ids();
         if own.is_empty() {
             return false;
@@ -267,6 +268,7 @@ where
                     self.emit(EventKind::Concluded {
                         attempt: attempt.id().clone(),
                         outcome: attempt.outcome().unwrap_or(conclusion.outcome),
+                        exit: conclusion.exit,
                         deregistered,
                         replace: conclusion.replace,
                     });
@@ -314,7 +316,15 @@ where
             .and_then(|m| m.get(attempt.runner_name()))
             .cloned();
         let mut github = github_view(inventory.is_some(), listed.as_ref());
+        let exit = match attempt.process() {
+            Some(p) if !process_alive => host.exit_of(p).await,
+            _ => None,
+        };
+        // A runner the service saw die by a signal or an error is concluded the same whatever
+        // GitHub shows (a crash; `deregister` follows the listing): no second look needed.
+        let crashed = exit.is_some_and(|e| !e.is_clean());
         if !process_alive
+            && !crashed
             && matches!(github, GitHubView::Registered { .. })
             && attempt.state().has_process()
             && !attempt.is_terminal()
@@ -354,6 +364,7 @@ where
                 process_alive,
                 github,
                 evidence,
+                exit,
                 now: self.now(),
             },
             found,
@@ -427,8 +438,9 @@ where
         }
     }
 
-    /// Deregisters the runner if GitHub still lists it. `Some(deleted)` to go on concluding,
-    /// `None` to keep the attempt for the next pass (refused because a job runs, or failed).
+    /// Deregisters the runner if GitHub still lists it. `Some(deleted)` to go on concluding
+    /// (a refusal because GitHub counts it busy is retried later, see `refused_removals`),
+    /// `None` to keep the attempt for the next pass (the request failed).
     async fn deregister(
         &self,
         attempt: &Attempt,
@@ -445,11 +457,14 @@ where
                 }
                 Some(outcome == DeleteOutcome::Deleted)
             }
+            // Its process is gone (only those are concluded) but GitHub still counts it busy,
+            // for minutes after a crash: concluded now, the DELETE retried with back-off.
             Ok(DeleteOutcome::StillRunningJob) => {
-                self.emit(EventKind::DeregisterRefused {
-                    attempt: attempt.id().clone(),
-                });
-                None
+                if let Some(m) = inventory.as_mut() {
+                    m.remove(attempt.runner_name());
+                }
+                self.removal_refused(attempt.id(), view.id, 1);
+                Some(false)
             }
             Err(e) => {
                 tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "deregistration failed; retrying next pass");

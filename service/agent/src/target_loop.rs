@@ -71,6 +71,8 @@ pub struct TargetLoop<J, G, H, C> {
     /// without this, that policy's running runner would be nobody's to conclude and clean.
     pub(crate) vanished: Mutex<Vec<Policy>>,
     pub(crate) cleanup: Mutex<HashMap<AttemptId, CleanupBackoff>>,
+    /// Registrations GitHub refused to delete, by runner id (see `refused_removals`).
+    pub(crate) refused_removals: Mutex<HashMap<u64, crate::refused_removals::Refused>>,
     pub(crate) draining: AtomicBool,
     /// The target was removed: start nothing, supervise until this target owns no runner,
     /// then end (no deadline unless the host shuts down).
@@ -135,6 +137,7 @@ where
             policies: Mutex::new(Vec::new()),
             vanished: Mutex::new(Vec::new()),
             cleanup: Mutex::new(HashMap::new()),
+            refused_removals: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
             retiring: AtomicBool::new(false),
             recovered: AtomicBool::new(false),

@@ -128,6 +128,9 @@ text_enum! {
         /// Added here: the service stopped after reserving the attempt and before any runner
         /// registration or process existed (nothing at GitHub, nothing running).
         LaunchInterrupted => "launch_interrupted",
+        /// The listener died by a signal or exited non-zero after its job started and before
+        /// the job completed: the job was lost.
+        RunnerCrashed => "runner_crashed",
     }
 }
 
@@ -143,7 +146,9 @@ impl FailureReason {
             FailureReason::PackageUnverified => &[Allocated, JitReceived],
             FailureReason::ProcessStartFailed => &[JitReceived],
             FailureReason::VersionRejected => &[JitReceived, Starting],
-            FailureReason::ProcessExitedUnexpectedly => &[Starting, Idle, Busy],
+            FailureReason::ProcessExitedUnexpectedly | FailureReason::RunnerCrashed => {
+                &[Starting, Idle, Busy]
+            }
             FailureReason::TerminatedAfterRegistrationTimeout => &[Starting, Idle, Busy],
             FailureReason::WorkspaceCleanupDeferred => {
                 &[Allocated, JitReceived, Starting, Idle, Busy]
@@ -158,6 +163,7 @@ impl FailureReason {
             self,
             FailureReason::JitExpired
                 | FailureReason::ProcessExitedUnexpectedly
+                | FailureReason::RunnerCrashed
                 | FailureReason::TerminatedAfterRegistrationTimeout
                 | FailureReason::LaunchInterrupted
         )
@@ -353,6 +359,61 @@ impl FromStr for Outcome {
 pub struct ProcessIdentity {
     pub pid: u32,
     pub start_time: u64,
+}
+
+/// How a runner process ended, known only to the service that started it and saw it end (a
+/// restarted service only sees it gone). Through the job sandbox the status is the wrapper's,
+/// which passes the listener's code on and reports a death by signal N as 128 + N, as a shell
+/// does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessExit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ProcessExit {
+    /// Exited by itself with code 0.
+    pub fn is_clean(self) -> bool {
+        self.signal.is_none() && self.code == Some(0)
+    }
+
+    /// The signal that ended it, directly or as reported by the sandbox (128 + N).
+    pub fn signal(self) -> Option<i32> {
+        self.signal.or_else(|| {
+            self.code
+                .filter(|c| (129..=192).contains(c))
+                .map(|c| c - 128)
+        })
+    }
+
+    /// In words: "was killed by signal 9 (SIGKILL)", "exited with code 3".
+    pub fn describe(self) -> String {
+        match (self.signal(), self.code) {
+            (Some(sig), _) => match signal_name(sig) {
+                Some(name) => format!("was killed by signal {sig} ({name})"),
+                None => format!("was killed by signal {sig}"),
+            },
+            (None, Some(code)) => format!("exited with code {code}"),
+            (None, None) => "ended (how is unknown)".to_owned(),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return None,
+    })
 }
 
 /// Why an attempt event was refused. The attempt is unchanged.

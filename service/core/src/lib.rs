@@ -28,7 +28,8 @@ pub mod workspace;
 pub use allocator::{allocate, headroom, Allocation, AllocationInput, Grant, Limit, PolicyDemand};
 pub use attempt::{
     Attempt, AttemptParts, AttemptRecordError, AttemptState, FailureReason, Observed, Outcome,
-    OutcomeError, OutcomeKind, ProcessIdentity, RecordProblem, TerminateReason, TransitionError,
+    OutcomeError, OutcomeKind, ProcessExit, ProcessIdentity, RecordProblem, TerminateReason,
+    TransitionError,
 };
 pub use demand::{
     job_matches, job_matches_runner, match_demand, match_demand_for_runner, DemandCount, JobDemand,

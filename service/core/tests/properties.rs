@@ -102,7 +102,8 @@ fn github() -> impl Strategy<Value = GitHubView> {
 
 fn evidence() -> impl Strategy<Value = Evidence> {
     prop_oneof![
-        Just(Evidence::WorkerLog),
+        Just(Evidence::JobCompleted),
+        Just(Evidence::JobStarted),
         Just(Evidence::RunnerLogOnly),
         Just(Evidence::None),
     ]
@@ -220,6 +221,7 @@ proptest! {
             process_alive: alive,
             github: GitHubView::Unreachable,
             evidence: ev,
+            exit: None,
             now: a.state_changed_at() + Duration::from_secs(after),
         };
         let decision = decide(&a, &obs, &Timeouts::default());
@@ -241,7 +243,7 @@ proptest! {
     ) {
         let mut a = build(&evs);
         let now = a.state_changed_at() + Duration::from_secs(after);
-        let obs = Observation { process_alive: alive, github: gh, evidence: ev, now };
+        let obs = Observation { process_alive: alive, github: gh, evidence: ev, exit: None, now };
         match decide(&a, &obs, &Timeouts::default()) {
             Decision::Conclude(c) => {
                 prop_assert_eq!(c.deregister, gh.is_listed());

@@ -51,10 +51,10 @@ pub use signin::{SignInSession, SignInStart, SignInState};
 pub use status::{
     AdmissionHold, Arch, AuthState, Budget, CachesProblem, CheckState, Demand, DoctorReport,
     Failure, FailureReason, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostAdmission,
-    HostCheck, HostStatus, JobRef, LoadAverage, Os, PoolClaimStatus, PoolHostStatus,
-    PoolRunnerStatus, PoolStatus, ProblemCode, RunnerState, RunnerStatus, RunnerUsage, Status,
-    TargetAdmission, TargetKind, TargetProblem, TargetSandbox, TargetSpend, TargetState,
-    TargetStatus, Workspace, WorkstationHold,
+    HostCheck, HostStatus, JobRef, LeftRegistration, LoadAverage, Os, PoolClaimStatus,
+    PoolHostStatus, PoolRunnerStatus, PoolStatus, ProblemCode, RunnerState, RunnerStatus,
+    RunnerUsage, Status, TargetAdmission, TargetKind, TargetProblem, TargetSandbox, TargetSpend,
+    TargetState, TargetStatus, Workspace, WorkstationHold,
 };
 pub use time::UnixMillis;
 pub use update::{InstallKind, UpdateMode, UpdateRequest, UpdateState, UpdateStatus};

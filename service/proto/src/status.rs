@@ -48,6 +48,23 @@ pub struct Status {
     /// The pool of hosts this host joined; absent when it serves alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolStatus>,
+    /// Registrations of ended runners that GitHub refused to delete because it still counts
+    /// them busy (after a crash, for about ten minutes): retried with back-off, then left to
+    /// GitHub, which removes them itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_registrations: Vec<LeftRegistration>,
+}
+
+/// One registration GitHub still holds for a runner that ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftRegistration {
+    pub target: String,
+    pub runner_name: String,
+    /// DELETEs GitHub refused so far.
+    pub refusals: u32,
+    /// When the next DELETE goes out; `null`: given up, GitHub removes it.
+    pub next_try_at: Option<UnixMillis>,
+    pub since: UnixMillis,
 }
 
 /// This host's place in a pool of hosts serving one label (`GET /v1/pool`, `status.pool`).
@@ -608,6 +625,7 @@ pub enum FailureReason {
     TerminatedAfterRegistrationTimeout,
     WorkspaceCleanupDeferred,
     LaunchInterrupted,
+    RunnerCrashed,
     #[serde(other)]
     Unknown,
 }
@@ -619,6 +637,10 @@ pub struct Failure {
     pub target: String,
     pub attempt_id: Option<String>,
     pub reason: FailureReason,
+    /// What happened to this runner in particular (the job it was running, how its process
+    /// ended), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// What the user can do about it.
     pub fix: String,
 }

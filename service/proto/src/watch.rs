@@ -155,6 +155,7 @@ mod tests {
                     target: "o/r".into(),
                     attempt_id: Some("01ABCDEFGH".into()),
                     reason: FailureReason::JitExpired,
+                    detail: None,
                     fix: "nothing: it is replaced".into(),
                 },
             },

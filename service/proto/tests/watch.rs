@@ -21,6 +21,7 @@ fn failure_event(n: u32, padding: usize) -> WatchMessage {
                 target: "octo/app".into(),
                 attempt_id: Some(format!("attempt-{n}")),
                 reason: FailureReason::ProcessExitedUnexpectedly,
+                detail: None,
                 fix: "x".repeat(padding),
             },
         },

@@ -1,5 +1,8 @@
 //! What the runner's own diagnostics say happened, read before scrub deletes them:
-//! a `_diag/Worker_*.log` means a job ran; only `_diag/Runner_*.log` means none did.
+//! a `_diag/Worker_*.log` means a job started; only `_diag/Runner_*.log` means none did. A job
+//! completed only when the listener said so on its console ("<time>: Job <name> completed with
+//! result: <result>", which the service keeps in `<runtime>/_listener.log`): a runner killed
+//! mid-job leaves a worker log and no such line.
 
 use std::fs;
 use std::io;
@@ -13,8 +16,11 @@ pub const MAX_SCAN_TIME: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvidenceKind {
-    /// A worker log exists: a job ran (however briefly).
-    JobRan,
+    /// The listener reported its job completed.
+    JobCompleted,
+    /// A worker log exists but no completion was reported: a job started (and, if the runner
+    /// is gone, never finished).
+    JobStarted,
     /// Only listener logs: the runner never took a job.
     NoJob,
     /// No diagnostics at all (never started, or already scrubbed).
@@ -35,7 +41,8 @@ impl From<Evidence> for rm_core::Evidence {
     /// only": the cap exists so supervision never stalls, and GitHub's view breaks ties.
     fn from(e: Evidence) -> Self {
         match e.kind {
-            EvidenceKind::JobRan => rm_core::Evidence::WorkerLog,
+            EvidenceKind::JobCompleted => rm_core::Evidence::JobCompleted,
+            EvidenceKind::JobStarted => rm_core::Evidence::JobStarted,
             EvidenceKind::NoJob => rm_core::Evidence::RunnerLogOnly,
             EvidenceKind::Nothing => rm_core::Evidence::None,
         }
@@ -102,11 +109,41 @@ pub fn read_evidence_capped(
         }
     }
     evidence.kind = if evidence.worker_logs > 0 {
-        EvidenceKind::JobRan
+        if listener_reported_completion(runtime) {
+            EvidenceKind::JobCompleted
+        } else {
+            EvidenceKind::JobStarted
+        }
     } else if evidence.runner_logs > 0 {
         EvidenceKind::NoJob
     } else {
         EvidenceKind::Nothing
     };
     Ok(evidence)
+}
+/// The listener's console as the service captured it (see `process`).
+const LISTENER_LOG: &str = "_listener.log";
+/// The console line the listener prints when its job ends, whatever the result.
+const COMPLETION: &[u8] = b" completed with result: ";
+/// Only the end of the console is read: the line comes last, and a job may have flooded it.
+const TAIL_BYTES: u64 = 64 * 1024;
+
+/// Whether the listener's console reports its job completed. Unreadable counts as no.
+fn listener_reported_completion(runtime: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = fs::File::open(runtime.join(LISTENER_LOG)) else {
+        return false;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if file
+        .seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))
+        .is_err()
+    {
+        return false;
+    }
+    let mut tail = Vec::new();
+    if file.take(TAIL_BYTES).read_to_end(&mut tail).is_err() {
+        return false;
+    }
+    tail.windows(COMPLETION.len()).any(|w| w == COMPLETION)
 }

@@ -6,7 +6,7 @@ use std::fs;
 use std::time::Duration;
 
 #[test]
-fn worker_log_means_a_job_ran_runner_log_alone_means_none() {
+fn a_worker_log_means_a_job_started_and_only_the_listeners_line_that_it_completed() {
     let rt = tempfile::tempdir().unwrap();
     assert_eq!(
         read_evidence(rt.path()).unwrap().kind,
@@ -35,8 +35,28 @@ fn worker_log_means_a_job_ran_runner_log_alone_means_none() {
 
     fs::write(diag.join("Worker_20260101-101011-utc.log"), b"job").unwrap();
     let e = read_evidence(rt.path()).unwrap();
-    assert_eq!(e.kind, EvidenceKind::JobRan);
+    assert_eq!(
+        e.kind,
+        EvidenceKind::JobStarted,
+        "no completion reported yet"
+    );
     assert_eq!(e.worker_logs, 1);
+
+    // A console that was flooded, then the listener's own line at its end.
+    let console = rt.path().join("_listener.log");
+    let mut text = "x".repeat(200 * 1024);
+    text.push_str("\n2026-12-07 10:10:12Z: Running job: build\n");
+    fs::write(&console, &text).unwrap();
+    assert_eq!(
+        read_evidence(rt.path()).unwrap().kind,
+        EvidenceKind::JobStarted
+    );
+    text.push_str("2026-12-07 10:10:20Z: Job build completed with result: Failed\n");
+    fs::write(&console, &text).unwrap();
+    assert_eq!(
+        read_evidence(rt.path()).unwrap().kind,
+        EvidenceKind::JobCompleted
+    );
 }
 
 #[test]

@@ -13,6 +13,10 @@ pub struct FakeConfig {
     pub poll_hold: Duration,
     /// A broker session that has not polled for this long is dropped (runner goes offline).
     pub session_timeout: Duration,
+    /// A runner whose listener vanished mid-job stays `busy` this long after it went offline
+    /// (DELETE answers 422 meanwhile); then its job fails and the JIT registration is deleted.
+    /// GitHub: about ten minutes.
+    pub lost_job_timeout: Duration,
     /// Device-flow minimum polling interval (`interval` in §1.1); polling sooner gives `slow_down`.
     pub device_interval: Duration,
     /// Device-flow code lifetime (`expires_in` in §1.1).
@@ -37,6 +41,7 @@ impl Default for FakeConfig {
             port: 0,
             poll_hold: Duration::from_secs(2),
             session_timeout: Duration::from_secs(5),
+            lost_job_timeout: Duration::from_secs(600),
             device_interval: Duration::from_secs(5),
             device_expires_in: Duration::from_secs(900),
             access_token_lifetime: Duration::from_secs(28_800),

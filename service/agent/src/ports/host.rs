@@ -2,7 +2,7 @@
 //! and scrubbing.
 
 use crate::secret::JitSecret;
-use rm_core::{AttemptId, Evidence, HostCheck, PolicyId, ProcessIdentity, Target};
+use rm_core::{AttemptId, Evidence, HostCheck, PolicyId, ProcessExit, ProcessIdentity, Target};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -99,6 +99,16 @@ pub trait RunnerHostPort: Send + Sync + 'static {
         runtime: &Path,
     ) -> impl Future<Output = Result<Option<ProcessIdentity>, HostError>> + Send;
 
+    /// How that process ended, if this host started it and saw it end (a restarted service
+    /// cannot know). The default knows nothing.
+    fn exit_of(
+        &self,
+        process: ProcessIdentity,
+    ) -> impl Future<Output = Option<ProcessExit>> + Send {
+        let _ = process;
+        async { None }
+    }
+
     /// Asks the process to stop, killing it after `grace`.
     fn stop(
         &self,
@@ -176,6 +186,12 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
         runtime: &Path,
     ) -> impl Future<Output = Result<Option<ProcessIdentity>, HostError>> + Send {
         (**self).find_process(runtime)
+    }
+    fn exit_of(
+        &self,
+        process: ProcessIdentity,
+    ) -> impl Future<Output = Option<ProcessExit>> + Send {
+        (**self).exit_of(process)
     }
     fn stop(
         &self,

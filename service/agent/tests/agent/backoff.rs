@@ -266,7 +266,7 @@ async fn a_healthy_host_is_checked_once_not_before_every_launch() {
                 h.host.kill(p);
             }
             h.github.unlist(a.runner_name());
-            h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+            h.host.set_evidence(a.id(), rm_core::Evidence::JobCompleted);
         }
         h.github.set_jobs(0);
         lp.pass().await;

@@ -64,7 +64,7 @@ async fn a_short_job_costs_one_inventory_listing() {
     // The job ran and the ephemeral runner left GitHub; its process exited.
     h.github.set_jobs(0);
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), rm_core::Evidence::JobCompleted);
     h.host.kill(a.process().unwrap());
     h.clock.advance(Duration::from_secs(2));
     lp.pass().await;
@@ -110,7 +110,7 @@ async fn a_runner_the_job_listings_show_running_is_busy_without_a_listing_howeve
     // The job ends and the ephemeral runner leaves GitHub and exits: one look concludes it.
     h.github.set_running(a.runner_name(), false);
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), rm_core::Evidence::JobCompleted);
     h.host.kill(a.process().unwrap());
     h.clock.advance(Duration::from_secs(1));
     lp.pass().await;

@@ -751,7 +751,7 @@ async fn the_runners_own_diagnostics_tell_busy_too() {
         0,
         "the runner without a job covers the queued one"
     );
-    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), rm_core::Evidence::JobCompleted);
     assert_eq!(
         lp.pass().await.launched,
         1,
@@ -815,7 +815,7 @@ async fn a_persistent_targets_runner_is_registered_with_its_slot_and_keeps_it_on
     // The job ran and the runner left GitHub and exited: its workspace is kept.
     h.github.set_jobs(0);
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), rm_core::Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), rm_core::Evidence::JobCompleted);
     h.host.kill(a.process().unwrap());
     h.clock.advance(Duration::from_secs(2));
     lp.pass().await;

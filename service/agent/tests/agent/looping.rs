@@ -44,7 +44,7 @@ async fn a_runner_exit_triggers_an_immediate_pass() {
     // not move, so only the notification can start the pass.
     h.host.kill(p.unwrap());
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     lp.exit_notifier().notify_one();
     let e = wait_for(&mut h.events, |e| matches!(e, EventKind::Concluded { .. })).await;
     assert!(matches!(
@@ -120,7 +120,7 @@ async fn a_drain_ends_when_the_last_runner_ends() {
         .unwrap()
         .dies_after
         .insert(p.unwrap().pid, 3);
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     let lp = h.make_loop(target());
     let report = lp.run_until_drained(None).await;
     assert_eq!(
@@ -207,7 +207,7 @@ async fn a_retired_target_starts_nothing_and_ends_once_its_runner_is_cleaned() {
     // loop ends by itself (no shutdown).
     h.host.kill(p.unwrap());
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     lp.wake();
     let drained = tokio::time::timeout(Duration::from_secs(5), runner)
         .await
@@ -259,7 +259,7 @@ async fn a_retired_target_whose_directory_is_not_removed_yet_ends_only_once_it_i
     // stays; the retired loop keeps it, and does not end.
     h.host.kill(p.unwrap());
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     lp.wake();
     wait_for(&mut h.events, |e| {
         matches!(e, EventKind::CleanupDeferred { .. })

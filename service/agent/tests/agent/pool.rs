@@ -149,7 +149,7 @@ async fn a_runner_that_ends_gives_its_claim_back_saying_whether_it_may_have_run_
         .list(idle.runner_name(), 55, false, RunnerStatus::Online);
     let (done, done_p) = h.seed("doneinpool", AttemptState::Idle);
     h.host.kill(done_p.unwrap());
-    h.host.set_evidence(done.id(), Evidence::WorkerLog);
+    h.host.set_evidence(done.id(), Evidence::JobCompleted);
     let lp = h.make_loop(target());
     lp.recover().await;
     h.clock.advance(FIVE_MIN);

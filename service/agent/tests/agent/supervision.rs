@@ -112,7 +112,7 @@ async fn a_job_too_short_to_be_seen_busy_is_completed_from_the_worker_log() {
     let h = Harness::new();
     let (a, p) = h.seed("shortjob01", AttemptState::Idle);
     h.host.kill(p.unwrap());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     let lp = h.make_loop(target());
     lp.pass().await;
     let stored = h.journal.attempt(a.id());
@@ -155,7 +155,7 @@ async fn a_runner_that_finishes_after_the_inventory_read_is_completed_not_orphan
         .vanish_after_inventory
         .push(a.runner_name().to_owned());
     h.host.kill(p.unwrap());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     let lp = h.make_loop(target());
     h.clear_calls();
     lp.pass().await;
@@ -178,18 +178,31 @@ async fn a_runner_that_finishes_after_the_inventory_read_is_completed_not_orphan
 }
 
 #[tokio::test]
-async fn a_dead_runner_github_still_shows_busy_on_a_fresh_read_stays_orphaned() {
+async fn a_dead_runner_github_still_shows_busy_on_a_fresh_read_is_orphaned_unless_its_job_completed(
+) {
     let h = Harness::new();
     let (a, p) = h.seed("racebusy01", AttemptState::Busy);
+    let (done, dp) = h.seed("racebusy02", AttemptState::Busy);
     h.github
         .list(a.runner_name(), 56, true, RunnerStatus::Online);
+    h.github
+        .list(done.runner_name(), 57, true, RunnerStatus::Online);
     h.host.kill(p.unwrap());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.kill(dp.unwrap());
+    h.host.set_evidence(a.id(), Evidence::JobStarted);
+    h.host.set_evidence(done.id(), Evidence::JobCompleted);
     let lp = h.make_loop(target());
     lp.pass().await;
-    // rm-core's rule (R21): dead while GitHub, asked again, still shows it busy → orphaned.
+    // rm-core's rules: a job that started and never completed, the exit unknown → orphaned
+    // (R23); the listener's own completion line wins over GitHub's lagging view (R21).
     assert_eq!(h.journal.attempt(a.id()).outcome(), Some(Outcome::Orphaned));
-    assert_eq!(h.github.deletes(), vec![56]);
+    assert_eq!(
+        h.journal.attempt(done.id()).outcome(),
+        Some(Outcome::CompletedJob)
+    );
+    let mut deletes = h.github.deletes();
+    deletes.sort_unstable();
+    assert_eq!(deletes, vec![56, 57]);
 }
 
 #[tokio::test]
@@ -225,12 +238,90 @@ async fn a_busy_live_runner_is_never_interrupted() {
 }
 
 #[tokio::test]
-async fn a_refused_deregistration_is_kept_and_retried_next_pass() {
+async fn a_runner_killed_mid_job_is_a_crash_and_its_refused_removal_backs_off_then_gives_up() {
+    let mut h = Harness::new();
+    let (a, p) = h.seed("crashed001", AttemptState::Busy);
+    h.host.set_evidence(a.id(), Evidence::JobStarted);
+    h.host.end(
+        p.unwrap(),
+        rm_core::ProcessExit {
+            code: Some(137),
+            signal: None,
+        },
+    );
+    // GitHub keeps counting the runner busy (for ~10 minutes on github.com) and refuses
+    // every DELETE meanwhile.
+    h.github
+        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+    h.github.state.lock().unwrap().delete_script.extend([
+        DeleteOutcome::StillRunningJob,
+        DeleteOutcome::StillRunningJob,
+        DeleteOutcome::StillRunningJob,
+        DeleteOutcome::StillRunningJob,
+    ]);
+    let lp = h.make_loop(target());
+    h.clear_calls();
+    lp.pass().await;
+    // Concluded and cleaned at once: a crash, never a success.
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(
+        stored.outcome(),
+        Some(Outcome::Failed(FailureReason::RunnerCrashed))
+    );
+    assert!(stored.is_cleaned());
+    let events = h.events();
+    let exit = events.iter().find_map(|e| match e {
+        EventKind::Concluded { exit, .. } => Some(*exit),
+        _ => None,
+    });
+    assert_eq!(
+        exit.flatten().map(|e| e.describe()).as_deref(),
+        Some("was killed by signal 9 (SIGKILL)")
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        EventKind::DeregisterRefused {
+            retry_in: Some(_),
+            refusals: 1,
+            ..
+        }
+    )));
+    // Passes every 2 s for 15 minutes: the DELETE goes out at 0, 1, 4 and 11 minutes only.
+    let mut delete_times = vec![0u64];
+    for tick in 1..=450u64 {
+        h.clock.advance(Duration::from_secs(2));
+        let before = h.github.deletes().len();
+        lp.pass().await;
+        if h.github.deletes().len() > before {
+            delete_times.push(tick * 2);
+        }
+    }
+    assert_eq!(delete_times, vec![0, 60, 240, 660], "backed off");
+    assert!(h.events().iter().any(|e| matches!(
+        e,
+        EventKind::DeregisterRefused {
+            retry_in: None,
+            refusals: 4,
+            ..
+        }
+    )));
+    // What the crash cost at GitHub: one inventory listing (the process had ended) and four
+    // DELETEs; no second look at a runner the service saw die.
+    let calls = h.calls();
+    let count = |name: &str| calls.iter().filter(|c| c.as_str() == name).count();
+    assert_eq!(count("github.runner_by_name"), 0);
+    assert_eq!(count("github.delete"), 4);
+    assert_eq!(h.github.inventory_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_late_success_ends_the_retries() {
     let mut h = Harness::new();
     let (a, p) = h.seed("refused001", AttemptState::Busy);
     h.host.kill(p.unwrap());
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     h.github
-        .list(a.runner_name(), 55, true, RunnerStatus::Online);
+        .list(a.runner_name(), 55, false, RunnerStatus::Online);
     h.github
         .state
         .lock()
@@ -239,20 +330,22 @@ async fn a_refused_deregistration_is_kept_and_retried_next_pass() {
         .push_back(DeleteOutcome::StillRunningJob);
     let lp = h.make_loop(target());
     lp.pass().await;
-    assert_eq!(
-        h.journal.attempt(a.id()).state(),
-        AttemptState::Busy,
-        "kept"
-    );
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
+    assert!(stored.is_cleaned(), "concluded without waiting for GitHub");
+    h.clock.advance(Duration::from_secs(61));
+    lp.pass().await;
     assert!(h
         .events()
         .iter()
-        .any(|e| matches!(e, EventKind::DeregisterRefused { .. })));
+        .any(|e| matches!(e, EventKind::DeregisteredLate { .. })));
+    h.clock.advance(Duration::from_secs(600));
     lp.pass().await;
-    let stored = h.journal.attempt(a.id());
-    assert_eq!(stored.outcome(), Some(Outcome::Orphaned));
-    assert!(stored.is_cleaned());
-    assert_eq!(h.github.deletes(), vec![55, 55]);
+    assert_eq!(
+        h.github.deletes(),
+        vec![55, 55],
+        "nothing after the success"
+    );
 }
 
 #[tokio::test]
@@ -397,7 +490,7 @@ async fn a_draining_policy_is_still_supervised_then_disabled() {
     );
     h.host.kill(p.unwrap());
     h.github.unlist(a.runner_name());
-    h.host.set_evidence(a.id(), Evidence::WorkerLog);
+    h.host.set_evidence(a.id(), Evidence::JobCompleted);
     lp.pass().await;
     let stored = h.journal.attempt(a.id());
     assert_eq!(stored.outcome(), Some(Outcome::CompletedJob));
@@ -420,7 +513,7 @@ async fn a_starting_runner_github_shows_busy_becomes_busy() {
 }
 
 #[tokio::test]
-async fn without_diagnostics_githubs_last_sample_decides() {
+async fn without_diagnostics_githubs_last_sample_decides_and_never_assumes_success() {
     let h = Harness::new();
     let (busy, bp) = h.seed("lastbusy01", AttemptState::Busy);
     let (start, sp) = h.seed("laststart1", AttemptState::Starting);
@@ -428,9 +521,10 @@ async fn without_diagnostics_githubs_last_sample_decides() {
     h.host.kill(sp.unwrap());
     let lp = h.make_loop(target());
     lp.pass().await;
+    // A job's success is never assumed: seen busy, no diagnostics, how it ended unknown.
     assert_eq!(
         h.journal.attempt(busy.id()).outcome(),
-        Some(Outcome::CompletedJob)
+        Some(Outcome::Orphaned)
     );
     assert_eq!(
         h.journal.attempt(start.id()).outcome(),

@@ -556,6 +556,8 @@ pub struct HState {
     pub by_runtime: HashMap<PathBuf, ProcessIdentity>,
     pub sidecars: HashMap<AttemptId, u64>,
     pub evidence: HashMap<PathBuf, Evidence>,
+    /// How processes ended, as the host that started them saw it.
+    pub exits: HashMap<u32, rm_core::ProcessExit>,
     pub scrub_script: VecDeque<ScrubError>,
     pub scrubbed: Vec<PathBuf>,
     /// Whether each scrub (in order) asked to keep a persistent workspace.
@@ -614,6 +616,13 @@ impl FakeHost {
 
     pub fn kill(&self, p: ProcessIdentity) {
         self.state.lock().unwrap().alive.insert(p.pid, false);
+    }
+
+    /// The process ends as `exit` (seen by the host that started it).
+    pub fn end(&self, p: ProcessIdentity, exit: rm_core::ProcessExit) {
+        let mut st = self.state.lock().unwrap();
+        st.alive.insert(p.pid, false);
+        st.exits.insert(p.pid, exit);
     }
 
     pub fn is_alive(&self, p: ProcessIdentity) -> bool {
@@ -728,6 +737,10 @@ impl RunnerHostPort for FakeHost {
             }
         }
         Ok(process.start_time == 77 && st.alive.get(&process.pid) == Some(&true))
+    }
+
+    async fn exit_of(&self, process: ProcessIdentity) -> Option<rm_core::ProcessExit> {
+        self.state.lock().unwrap().exits.get(&process.pid).copied()
     }
 
     async fn find_process(&self, runtime: &Path) -> Result<Option<ProcessIdentity>, HostError> {

@@ -62,6 +62,10 @@ pub struct RunArgs {
     pub idle_timeout_secs: Option<u64>,
     #[arg(long, hide = true)]
     pub stop_grace_ms: Option<u64>,
+    /// The waits between DELETEs GitHub refuses for an ended runner, in ms, comma-separated
+    /// (tests: GitHub's ten busy minutes in seconds).
+    #[arg(long, hide = true, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub removal_retry_ms: Option<Vec<u64>>,
     /// The launch back-off's first wait, in ms (tests: minutes of back-off in seconds).
     #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub launch_backoff_ms: Option<u64>,
@@ -258,6 +262,9 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         registration_timeout: args.registration_timeout_secs.map(secs),
         idle_timeout: args.idle_timeout_secs.map(secs),
         stop_grace: args.stop_grace_ms.map(Duration::from_millis),
+        removal_retry: args
+            .removal_retry_ms
+            .map(|waits| waits.into_iter().map(Duration::from_millis).collect()),
         update_mode: args.update.map(Into::into),
         update_api_base: args.update_api_base,
         update_repo: args.update_repo,

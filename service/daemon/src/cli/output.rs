@@ -629,6 +629,27 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
             wire(&f.reason),
             f.fix
         );
+        if let Some(detail) = &f.detail {
+            println!("    {detail}");
+        }
+    }
+    for l in &s.left_registrations {
+        match l.next_try_at {
+            Some(next) => println!(
+                "  registration left at GitHub on {}: {} ended but GitHub still counts it busy \
+                 and refused to delete it {} time(s); trying again at {}",
+                l.target,
+                l.runner_name,
+                l.refusals,
+                when(next)
+            ),
+            None => println!(
+                "  registration left at GitHub on {}: {} ended but GitHub refused to delete it \
+                 {} times; left for GitHub to remove once it gives up on the job (about 10 \
+                 minutes after the runner died); nothing to do",
+                l.target, l.runner_name, l.refusals
+            ),
+        }
     }
     Ok(())
 }

@@ -116,7 +116,20 @@ async fn handle(daemon: &Daemon, event: &AgentEvent) -> bool {
     };
     fork_guard(daemon, event).await;
     let mut changed = runners.on_event(event).await;
-    changed |= daemon.failures.on_event(event, &daemon.watchers);
+    let job = match &event.kind {
+        EventKind::Concluded { attempt, .. } => daemon
+            .client
+            .job_of_runner(&attempt.runner_name())
+            .map(|j| {
+                let name = j.name.unwrap_or_else(|| format!("#{}", j.job_id));
+                format!("{name} (run {} of {})", j.run_id, j.repository)
+            }),
+        _ => None,
+    };
+    changed |= daemon
+        .failures
+        .on_event(event, job.as_deref(), &daemon.watchers);
+    changed |= daemon.left_registrations.on_event(event);
     changed |= daemon.demand.on_event(event, &daemon.client);
     changed |= daemon.launch.on_event(&daemon.journal, event).await;
     changed |= daemon.doctor.on_event(event);

@@ -45,6 +45,11 @@ pub fn fix_for(reason: FailureReason) -> &'static str {
              a job left behind"
         }
         FailureReason::LaunchInterrupted => "nothing: the interrupted launch was cleaned up",
+        FailureReason::RunnerCrashed => {
+            "re-run the job from its page on GitHub (GitHub marks it failed once it gives up on \
+             the runner, after about 10 minutes); if runners keep dying, look for what ended \
+             them: the service's log, and `journalctl -k | grep -i oom` for the memory killer"
+        }
     }
 }
 
@@ -80,27 +85,30 @@ impl FailureLog {
     }
 
     /// Learns from one agent event; announces a new failure. True when the log changed.
-    pub fn on_event(&self, event: &AgentEvent, watchers: &Watchers) -> bool {
-        let (attempt, reason) = match &event.kind {
+    /// `job` names the job GitHub gave the runner, when the listings saw it.
+    pub fn on_event(&self, event: &AgentEvent, job: Option<&str>, watchers: &Watchers) -> bool {
+        let (attempt, reason, exit) = match &event.kind {
             EventKind::Concluded {
                 attempt,
                 outcome: Outcome::Failed(reason),
+                exit,
                 ..
-            }
-            | EventKind::LaunchFailed {
+            } => (attempt, *reason, *exit),
+            EventKind::LaunchFailed {
                 attempt, reason, ..
-            } => (attempt, *reason),
+            } => (attempt, *reason, None),
             EventKind::CleanupDeferred { attempt, .. } => {
-                (attempt, FailureReason::WorkspaceCleanupDeferred)
+                (attempt, FailureReason::WorkspaceCleanupDeferred, None)
             }
             _ => return false,
         };
-        let f = failure(
+        let mut f = failure(
             UnixMillis(event.at.as_millis()),
             &event.target.to_string(),
             attempt,
             reason,
         );
+        f.detail = detail(reason, exit, job);
         if !self.push(f.clone()) {
             return false;
         }
@@ -115,7 +123,31 @@ fn failure(at: UnixMillis, target: &str, attempt: &AttemptId, reason: FailureRea
         target: target.to_string(),
         attempt_id: Some(attempt.to_string()),
         reason: via(reason.as_str(), rm_proto::FailureReason::Unknown),
+        detail: None,
         fix: fix_for(reason).to_string(),
+    }
+}
+
+/// This runner's story in a sentence: which job it was running and how its process ended.
+fn detail(
+    reason: FailureReason,
+    exit: Option<rm_core::ProcessExit>,
+    job: Option<&str>,
+) -> Option<String> {
+    let job = job.map_or_else(
+        || "its job (GitHub's listings did not name it)".to_owned(),
+        |j| format!("job {j}"),
+    );
+    match (reason, exit) {
+        (FailureReason::RunnerCrashed, Some(exit)) => Some(format!(
+            "The runner {} while running {job}.",
+            exit.describe()
+        )),
+        (FailureReason::RunnerCrashed, None) => {
+            Some(format!("The runner died while running {job}."))
+        }
+        (_, Some(exit)) if !exit.is_clean() => Some(format!("The runner {}.", exit.describe())),
+        _ => None,
     }
 }
 
@@ -145,15 +177,16 @@ mod tests {
                 detail: "Permission denied".into(),
             },
         });
-        assert!(log.on_event(&launch, &watchers));
+        assert!(log.on_event(&launch, None, &watchers));
         let concluded = event(EventKind::Concluded {
             attempt: attempt.clone(),
             outcome: Outcome::Failed(FailureReason::ProcessStartFailed),
+            exit: None,
             deregistered: true,
             replace: true,
         });
         assert!(
-            !log.on_event(&concluded, &watchers),
+            !log.on_event(&concluded, None, &watchers),
             "the same failure again"
         );
         let listed = log.list();
@@ -169,7 +202,7 @@ mod tests {
             })
         ));
         assert!(rx.try_recv().is_err(), "announced once");
-        assert!(!log.on_event(&event(EventKind::Cleaned { attempt }), &watchers));
+        assert!(!log.on_event(&event(EventKind::Cleaned { attempt }), None, &watchers));
     }
 
     #[test]

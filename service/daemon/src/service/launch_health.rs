@@ -52,6 +52,7 @@ pub fn reason_words(reason: FailureReason) -> &'static str {
         }
         FailureReason::WorkspaceCleanupDeferred => "a runner directory could not be removed",
         FailureReason::LaunchInterrupted => "the launch was interrupted",
+        FailureReason::RunnerCrashed => "the runner died in the middle of its job",
     }
 }
 

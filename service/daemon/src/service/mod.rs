@@ -27,6 +27,7 @@ mod health_watch;
 pub(crate) mod host_row;
 pub(crate) mod host_settings;
 mod launch_health;
+mod left_registrations;
 mod meters;
 pub mod operators;
 mod pool_link;
@@ -103,6 +104,8 @@ pub struct Options {
     pub registration_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub stop_grace: Option<Duration>,
+    /// The waits between DELETEs GitHub refuses for an ended runner (tests shorten them).
+    pub removal_retry: Option<Vec<Duration>>,
     /// The updater: mode and feed (flags; else `config.json`; else auto, github.com).
     pub update_mode: Option<UpdateMode>,
     pub update_api_base: Option<String>,
@@ -615,6 +618,9 @@ async fn serve(
     if let Some(t) = options.idle_timeout {
         agent.timeouts.idle = t;
     }
+    if let Some(waits) = options.removal_retry.clone() {
+        agent.removal_retry = waits;
+    }
     if let Some(t) = options.stop_grace {
         agent.stop_grace = t;
     }
@@ -886,6 +892,7 @@ mod tests {
             registration_timeout: None,
             idle_timeout: None,
             stop_grace: None,
+            removal_retry: None,
             update_mode: None,
             update_api_base: None,
             update_repo: None,

@@ -69,6 +69,8 @@ pub struct Daemon {
     pub watchers: Watchers,
     /// Recent runner failures with their fixes.
     pub failures: FailureLog,
+    /// Registrations GitHub would not delete yet (see `left_registrations`).
+    pub left_registrations: super::left_registrations::LeftRegistrations,
     /// Queued jobs per policy, from the demand polls.
     pub demand: DemandView,
     /// The last pass that reached GitHub.
@@ -109,6 +111,7 @@ impl Daemon {
             removals: parts.removals,
             watchers: Watchers::default(),
             failures: FailureLog::default(),
+            left_registrations: Default::default(),
             contact: Contact::default(),
             launch: LaunchProblems::default(),
             doctor: parts.doctor,

@@ -332,6 +332,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
             }),
         caches_problem: daemon.caches.setup_problem().map(caches_problem),
         pool: daemon.pool.status(),
+        left_registrations: daemon.left_registrations.list(),
     })
 }
 

@@ -221,11 +221,19 @@ fn runner_failed(f: &Failure) -> Notice {
     Notice {
         kind: NoticeKind::RunnerFailed,
         title: format!("Runner failed · {}", f.target),
-        body: format!(
-            "{}. {}",
-            capitalised(reason_words(f.reason)),
-            fix_sentence(&f.fix)
-        ),
+        body: match &f.detail {
+            Some(detail) => format!(
+                "{}. {} {}",
+                capitalised(reason_words(f.reason)),
+                detail,
+                fix_sentence(&f.fix)
+            ),
+            None => format!(
+                "{}. {}",
+                capitalised(reason_words(f.reason)),
+                fix_sentence(&f.fix)
+            ),
+        },
         action: NoticeAction::OpenDashboard {
             failure: Some(failure_anchor(f)),
         },

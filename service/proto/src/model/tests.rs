@@ -42,6 +42,7 @@ fn status() -> Status {
         admission: None,
         workstation: None,
         caches_problem: None,
+        left_registrations: Vec::new(),
         pool: None,
     }
 }
@@ -96,6 +97,7 @@ fn failure(target: &str, at: i64, reason: FailureReason) -> Failure {
         target: target.into(),
         attempt_id: Some(format!("att-{at}")),
         reason,
+        detail: None,
         fix: "the runner exited unexpectedly: its diagnostics are in the service's log".into(),
     }
 }

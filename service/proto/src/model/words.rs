@@ -14,6 +14,7 @@ pub fn reason_words(reason: FailureReason) -> &'static str {
         FailureReason::TerminatedAfterRegistrationTimeout => "the runner never came online",
         FailureReason::WorkspaceCleanupDeferred => "a runner directory could not be removed yet",
         FailureReason::LaunchInterrupted => "a runner launch was interrupted",
+        FailureReason::RunnerCrashed => "a runner died in the middle of its job",
         FailureReason::Unknown => "a runner failed",
     }
 }

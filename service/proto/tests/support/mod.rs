@@ -147,6 +147,7 @@ pub fn sample_status() -> Status {
             target: "octo/app".into(),
             attempt_id: Some("01HYYYYYYYYYYYYYYYYYYYYYYY".into()),
             reason: FailureReason::ProcessStartFailed,
+            detail: None,
             fix: "check the runner package".into(),
         }],
         github: Some(GitHubEndpoints {
@@ -159,6 +160,7 @@ pub fn sample_status() -> Status {
         admission: None,
         workstation: None,
         caches_problem: None,
+        left_registrations: Vec::new(),
         pool: None,
     }
 }

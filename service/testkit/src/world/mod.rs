@@ -108,6 +108,8 @@ pub(crate) struct Runner {
     pub busy: bool,
     pub labels: Vec<Label>,
     pub job_id: Option<u64>,
+    /// When its last broker session was dropped (it went offline).
+    pub offline_since: Option<std::time::Instant>,
 }
 
 impl Runner {
@@ -283,6 +285,7 @@ pub(crate) struct World {
     /// `device_flow_disabled`.
     pub device_flow_disabled: bool,
     pub session_timeout: Duration,
+    pub lost_job_timeout: Duration,
     request_seq: u64,
 }
 
@@ -373,6 +376,7 @@ impl World {
             device_expires_in: config.device_expires_in,
             device_flow_disabled: false,
             session_timeout: config.session_timeout,
+            lost_job_timeout: config.lost_job_timeout,
             request_seq: 0,
         }
     }

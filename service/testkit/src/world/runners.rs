@@ -47,6 +47,7 @@ impl World {
             os: "unknown".to_string(),
             online: false,
             busy: false,
+            offline_since: None,
             labels,
             job_id: None,
         };
@@ -73,8 +74,28 @@ impl World {
             if let Some(s) = self.sessions.remove(&k) {
                 if let Some(r) = self.runners.get_mut(&s.runner_id) {
                     r.online = false;
+                    r.offline_since.get_or_insert(now);
                 }
             }
+        }
+        // A runner that vanished mid-job: GitHub fails the job once it gives up on the runner
+        // and deletes the JIT registration, as after any job.
+        let lost = self.lost_job_timeout;
+        let gave_up: Vec<(u64, Option<u64>)> = self
+            .runners
+            .values()
+            .filter(|r| r.busy && !r.online)
+            .filter(|r| {
+                r.offline_since
+                    .is_some_and(|t| now.duration_since(t) > lost)
+            })
+            .map(|r| (r.id, r.job_id))
+            .collect();
+        for (id, job) in gave_up {
+            if let Some(job) = job {
+                self.finish_job(job, crate::types::Conclusion::Failure);
+            }
+            self.delete_runner(id);
         }
     }
 
@@ -123,6 +144,7 @@ impl World {
         );
         if let Some(r) = self.runners.get_mut(&rid) {
             r.online = true;
+            r.offline_since = None;
             if let Some(os) = os {
                 r.os = os.to_string();
             }
@@ -247,6 +269,7 @@ impl World {
         self.sessions.remove(session_id);
         if let Some(r) = self.runners.get_mut(&rid) {
             r.online = false;
+            r.offline_since.get_or_insert_with(Instant::now);
         }
         Ok(())
     }
