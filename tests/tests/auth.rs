@@ -240,3 +240,44 @@ async fn another_local_user_can_neither_start_nor_see_nor_cancel_a_sign_in() {
     assert_eq!(gh.issued_device_codes().len(), 1);
     d.stop().await.unwrap();
 }
+
+/// The doctor's GitHub credential line as `status --json` shows it: (state, checked_at).
+async fn credential_check(d: &Daemon) -> Option<(String, i64)> {
+    let s: serde_json::Value =
+        serde_json::from_slice(&d.run(&["status", "--json"]).await.stdout).ok()?;
+    let c = s["host_checks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["id"] == "github_credential")?
+        .clone();
+    Some((c["state"].as_str()?.to_owned(), c["checked_at"].as_i64()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_never_shows_the_verdict_on_an_earlier_credential() {
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    d.ok(&["repo", "add", "octo/hello"]).await;
+    // The doctor at start found no credential, and says when it looked.
+    let (_, first_at) = until(Duration::from_secs(20), "the first verdict", || async {
+        credential_check(&d)
+            .await
+            .filter(|(state, _)| state == "fail")
+    })
+    .await;
+    assert!(d.ok(&["status"]).await.contains("no GitHub credential"));
+
+    // Right after sign-in (no waiting): the new credential's verdict, taken after it came.
+    d.sign_in(&gh, "octo").await;
+    let (state, at) = credential_check(&d).await.expect("the credential check");
+    assert_eq!(state, "pass");
+    assert!(at >= first_at, "{at} < {first_at}");
+    let text = d.ok(&["status"]).await;
+    assert!(!text.contains("no GitHub credential"), "{text}");
+
+    // And after sign-out, at once again.
+    d.ok(&["auth", "logout"]).await;
+    let (state, _) = credential_check(&d).await.expect("the credential check");
+    assert_eq!(state, "fail");
+    d.stop().await.unwrap();
+}

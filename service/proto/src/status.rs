@@ -213,6 +213,9 @@ pub struct HostCheck {
     /// What to do when it did not pass.
     #[serde(default)]
     pub fix: Option<String>,
+    /// When this result was taken (a check is run again when what it depends on changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<UnixMillis>,
 }
 
 /// `GET /v1/host/doctor`: every host check, run now.

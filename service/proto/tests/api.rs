@@ -355,6 +355,7 @@ async fn host_doctor_and_retry_reach_the_handler() {
             required: true,
             detail: "1.5 GiB free".into(),
             fix: None,
+            checked_at: None,
         }],
     };
     assert!(report.fit(), "a warning does not make the host unfit");

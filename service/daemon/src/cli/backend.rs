@@ -290,6 +290,7 @@ impl JournalBackend {
                 required: true,
                 detail: "not asked with --offline (the running service asks GitHub)".into(),
                 fix: None,
+                checked_at: None,
             });
         }
         Ok(rm_proto::DoctorReport {

@@ -563,6 +563,9 @@ pub(super) fn print_api_status(s: &rm_proto::Status, as_json: bool) -> Result<()
         for line in check_lines(c) {
             println!("  {line}");
         }
+        if let Some(at) = c.checked_at {
+            println!("        checked {}", when(at));
+        }
     }
     for t in &s.targets {
         println!("  {}", api_target_line(t));
@@ -772,6 +775,7 @@ mod tests {
             required: true,
             detail: "/d is mode 0700 (owner root, group root)".into(),
             fix: Some("`chmod o+x /d`".into()),
+            checked_at: None,
         };
         assert_eq!(
             check_lines(&c),

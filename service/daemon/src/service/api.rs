@@ -249,6 +249,17 @@ impl Api {
         self.daemon.wake.notify_one();
         self.daemon.publish_status().await;
     }
+
+    /// The host's set of targets changed, and with it what the GitHub checks may do (a host
+    /// without targets stays off the network): they run again in the background, then status
+    /// is published again.
+    fn recheck_github_later(&self) {
+        let daemon = Arc::clone(&self.daemon);
+        tokio::spawn(async move {
+            daemon.doctor.recheck_github(&daemon).await;
+            daemon.publish_status().await;
+        });
+    }
 }
 
 impl Handler for Api {
@@ -387,6 +398,7 @@ impl Handler for Api {
             .await
             .map_err(journal_error)?;
         tracing::info!(uid = peer.uid, gh_target = %target, policy = policy.id().get(), "target added");
+        self.recheck_github_later();
         self.changed().await;
         Ok(status::target_status(&self.daemon, &policy, 0))
     }
@@ -526,6 +538,7 @@ impl Handler for Api {
                         .map_err(journal_error)?;
                     self.reset_workspaces(id).await;
                     tracing::info!(uid = peer.uid, gh_target = %target.name, "target removed; its runners finish their job first");
+                    self.recheck_github_later();
                     self.changed().await;
                     return Ok(());
                 }

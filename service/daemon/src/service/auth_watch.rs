@@ -142,5 +142,7 @@ pub async fn publish_auth(daemon: &Daemon) {
     daemon.watchers.publish(WatchMessage::Event {
         event: Event::AuthChanged { at, auth },
     });
+    // The doctor's credential line follows the credential (no "no credential" after sign-in).
+    daemon.doctor.recheck_github(daemon).await;
     daemon.publish_status().await;
 }

@@ -50,6 +50,14 @@ pub fn local_checks(config: &RunnerHostConfig, capacity: u32) -> Vec<HostCheck> 
     checks
 }
 
+/// A check as the local API shows it, taken at `at`.
+fn wire_at(c: &HostCheck, at: UnixMillis) -> rm_proto::HostCheck {
+    rm_proto::HostCheck {
+        checked_at: Some(at),
+        ..wire(c)
+    }
+}
+
 /// A check as the local API shows it.
 pub fn wire(c: &HostCheck) -> rm_proto::HostCheck {
     rm_proto::HostCheck {
@@ -64,6 +72,7 @@ pub fn wire(c: &HostCheck) -> rm_proto::HostCheck {
         required: c.required,
         detail: c.detail.clone(),
         fix: c.fix.clone(),
+        checked_at: None,
     }
 }
 
@@ -194,11 +203,19 @@ pub async fn github_checks(daemon: &Daemon, has_targets: bool) -> Vec<HostCheck>
     }
 }
 
-/// The last results, in check order.
+/// The last results, in check order, each with when it was taken.
 pub struct Doctor {
     config: RunnerHostConfig,
-    last: Mutex<Vec<HostCheck>>,
+    last: Mutex<Vec<(HostCheck, UnixMillis)>>,
 }
+
+fn now() -> UnixMillis {
+    UnixMillis(chrono::Utc::now().timestamp_millis())
+}
+
+/// How long a re-run of the GitHub checks after a credential change may take before status
+/// says the new credential is not checked yet (instead of keeping the old verdict).
+const RECHECK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -214,17 +231,40 @@ impl Doctor {
 
     /// The last results, as `status` shows them.
     pub fn checks(&self) -> Vec<rm_proto::HostCheck> {
-        locked(&self.last).iter().map(wire).collect()
+        locked(&self.last)
+            .iter()
+            .map(|(c, at)| wire_at(c, *at))
+            .collect()
     }
 
     /// Replaces the results with the same ids, keeping the others (and the order).
     fn merge(&self, fresh: &[HostCheck]) {
+        let at = now();
         let mut last = locked(&self.last);
         for c in fresh {
-            match last.iter_mut().find(|old| old.id == c.id) {
-                Some(old) => *old = c.clone(),
-                None => last.push(c.clone()),
+            match last.iter_mut().find(|(old, _)| old.id == c.id) {
+                Some(old) => *old = (c.clone(), at),
+                None => last.push((c.clone(), at)),
             }
+        }
+    }
+
+    /// Runs the GitHub checks again: what they depend on (the credential, whether the host has
+    /// targets) changed, and status must never show the verdict on the old one. Without an
+    /// answer within a few seconds the credential shows as not checked yet.
+    pub async fn recheck_github(&self, daemon: &Daemon) {
+        let has_targets = super::auth_watch::has_targets(daemon).await;
+        match tokio::time::timeout(RECHECK_DEADLINE, github_checks(daemon, has_targets)).await {
+            Ok(checks) => self.merge(&checks),
+            Err(_) => self.merge(&[check(
+                GITHUB_CREDENTIAL,
+                CheckState::Skipped,
+                format!(
+                    "not checked yet: GitHub did not answer within {} s",
+                    RECHECK_DEADLINE.as_secs()
+                ),
+                Some("`runner-manager host doctor` checks again".into()),
+            )]),
         }
     }
 
@@ -272,9 +312,10 @@ impl Doctor {
         let github = github_checks(daemon, has_targets).await;
         self.merge(&github);
         checks.extend(github);
+        let at = now();
         DoctorReport {
-            at: UnixMillis(chrono::Utc::now().timestamp_millis()),
-            checks: checks.iter().map(wire).collect(),
+            at,
+            checks: checks.iter().map(|c| wire_at(c, at)).collect(),
         }
     }
 }

@@ -525,6 +525,7 @@ fn rate_limited_target_problems_and_failed_host_checks_call_for_attention_with_t
         required: true,
         detail: "/var/lib/runner-manager/runners is read-only".into(),
         fix: Some("remount it read-write".into()),
+        checked_at: None,
     }];
     // The doctor's view of the credential is not shown twice (auth says it, and is current).
     s.host_checks.push(crate::status::HostCheck {
@@ -534,6 +535,7 @@ fn rate_limited_target_problems_and_failed_host_checks_call_for_attention_with_t
         required: true,
         detail: "the service holds no GitHub credential".into(),
         fix: None,
+        checked_at: None,
     });
     let m = connected(s);
     let v = m.view(t(MIN));
@@ -565,6 +567,7 @@ fn the_sandbox_turned_off_stays_in_sight_with_the_fix() {
         required: false,
         detail: "the sandbox is turned off (`--sandbox off`): jobs run without it".into(),
         fix: Some("start the service without `--sandbox off`".into()),
+        checked_at: None,
     };
     // Another warning is only the doctor's business.
     let other = crate::status::HostCheck {
