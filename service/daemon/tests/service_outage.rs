@@ -20,7 +20,7 @@ const REPOS: [&str; 4] = [REPO, "octo/r1", "octo/r2", "octo/r3"];
 /// The service's outage schedule (rm-github's default): 1 s doubling, each delay at least half
 /// its full value.
 const BASE: Duration = Duration::from_secs(1);
-const CAP: Duration = Duration::from_secs(180);
+const CAP: Duration = Duration::from_secs(6);
 
 fn full_step(k: u32) -> Duration {
     BASE.saturating_mul(2u32.saturating_pow(k)).min(CAP)
@@ -214,7 +214,30 @@ async fn an_outage_backs_off_host_wide_shows_in_status_and_every_target_resumes(
     );
     assert!(failures >= 3, "{failures}");
 
-    // GitHub answers again: ok for everyone within one step, and every target serves a job.
+    // Once every target saw the outage, only the free probe (`GET /rate_limit`) reached GitHub:
+    // the back-off spends nothing of the rate limit.
+    let log = w.gh.request_log();
+    let first_probe = log
+        .iter()
+        .position(|r| r.endpoint == "rate_limit")
+        .expect("the outage was probed with the free question");
+    let after: Vec<&str> = log[first_probe..]
+        .iter()
+        .map(|r| r.endpoint.as_str())
+        .collect();
+    assert!(after.iter().all(|e| *e == "rate_limit"), "{after:?}");
+    assert!(log.iter().all(|r| !r.charged), "nothing charged: {log:?}");
+
+    // A job queued on each target while GitHub is down, then GitHub answers again: ok for
+    // everyone within one step, and every job starts within seconds of the end (the first
+    // probe that gets an answer wakes every target at once).
+    let jobs: Vec<u64> = REPOS
+        .iter()
+        .map(|r| {
+            w.gh.queue_job(r, JobSpec::new("build", &[label.as_str()]))
+                .unwrap()
+        })
+        .collect();
     w.gh.clear_faults();
     let cleared = Instant::now();
     let step = full_step(failures.saturating_sub(1));
@@ -229,14 +252,19 @@ async fn an_outage_backs_off_host_wide_shows_in_status_and_every_target_resumes(
         seen.lock().unwrap().last() == Some(&GitHubHealthState::Ok)
     })
     .await;
-    // Every target polls again: a job queued on each is served.
-    let jobs: Vec<u64> = REPOS
-        .iter()
-        .map(|r| {
-            w.gh.queue_job(r, JobSpec::new("build", &[label.as_str()]))
-                .unwrap()
+    // Every target polls again: each job is taken (the goal: within 10 s of the end; the
+    // schedule's cap is 6 s, the wake immediate) and served.
+    for (repo, job) in REPOS.iter().zip(&jobs) {
+        eventually(Duration::from_secs(10), repo, || {
+            w.gh.job(*job)
+                .is_some_and(|j| j.status != rm_testkit::JobStatus::Queued)
         })
-        .collect();
+        .await;
+    }
+    println!(
+        "every job taken {:?} after the fault cleared",
+        cleared.elapsed()
+    );
     for (repo, job) in REPOS.iter().zip(&jobs) {
         eventually(step + Duration::from_secs(40), repo, || {
             w.completed_by_us(*job)

@@ -1,9 +1,14 @@
 //! The outage gate: one per client, so one per host. A 5xx or a request that got no answer
-//! closes it for a jittered, doubling delay (1, 2, 4, 8 … s, capped at a few minutes); while it
-//! is closed every request fails fast here, without touching the network. When it reopens one
+//! closes it for a jittered, doubling delay (1, 2, 4 … s, capped at a few seconds); while it is
+//! closed every request fails fast here, without touching the network. When it reopens one
 //! request (the probe) goes out and the others keep failing fast until it answers; any answer
 //! that is not a 5xx opens it for everyone. So an outage costs one probe per back-off step,
 //! however many targets the host serves.
+//!
+//! The probe is a free request (`GET /rate_limit`, which the service sends when a probe is due,
+//! [`crate::GitHubClient::probe_outage`]): the cap can be short, so the first job after an
+//! outage waits seconds, not minutes, without spending the rate limit. An ordinary request
+//! probes only when no free probe came for [`PROBE_GRACE`] past its time (nothing sent one).
 //!
 //! Requests already on the wire when the gate closes may fail too: a failure counts only for
 //! the round it was admitted in (`epoch`), so N targets failing together escalate the delay
@@ -15,11 +20,15 @@ use chrono::{DateTime, Utc};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// The default schedule: 1 s doubling to 3 min, each delay drawn from `[d/2, d]`.
+/// The default schedule: 1 s doubling to 6 s, each delay drawn from `[d/2, d]`. Short because
+/// the probes are free; a job queued during an outage starts within seconds of its end.
 pub const OUTAGE_BACKOFF: Backoff = Backoff {
     base: Duration::from_secs(1),
-    cap: Duration::from_secs(180),
+    cap: Duration::from_secs(6),
 };
+
+/// How long past its time a probe waits for a free request before an ordinary one may be it.
+pub const PROBE_GRACE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Default)]
 struct State {
@@ -90,8 +99,19 @@ impl OutageGate {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Leave to send a request now, or the error that says when to try again.
+    /// Leave to send a free request (one that may probe) now, or the error that says when to
+    /// try again.
     pub(crate) fn admit(&self, now: DateTime<Utc>) -> Result<Ticket<'_>, GitHubError> {
+        self.admit_after(now, Duration::ZERO)
+    }
+
+    /// Leave to send a charged request now: while the gate is closed it probes only once a
+    /// free probe is [`PROBE_GRACE`] overdue.
+    pub(crate) fn admit_charged(&self, now: DateTime<Utc>) -> Result<Ticket<'_>, GitHubError> {
+        self.admit_after(now, PROBE_GRACE)
+    }
+
+    fn admit_after(&self, now: DateTime<Utc>, grace: Duration) -> Result<Ticket<'_>, GitHubError> {
         let mut s = self.lock();
         if s.failures == 0 {
             return Ok(Ticket {
@@ -102,7 +122,8 @@ impl OutageGate {
             });
         }
         let until = s.until.unwrap_or(now);
-        if until <= now && !s.probing {
+        let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::zero());
+        if until + grace <= now && !s.probing {
             s.probing = true;
             return Ok(Ticket {
                 gate: self,
@@ -329,5 +350,20 @@ mod tests {
         drop(probe); // e.g. the caller's deadline passed
         assert!(g.admit(at).is_ok(), "another request may probe");
         assert_eq!(g.view().consecutive_failures, 1);
+    }
+
+    #[test]
+    fn a_charged_request_probes_only_when_no_free_probe_came() {
+        let (g, _) = gate(1000, 1000);
+        let now = Utc::now();
+        let t = g.admit_charged(now).unwrap();
+        g.failed(t, "503", now);
+        let due = g.view().next_try.unwrap();
+        assert!(g.admit_charged(due).is_err(), "the free probe's turn");
+        let grace = chrono::Duration::from_std(PROBE_GRACE).unwrap();
+        assert!(g.admit_charged(due + grace - ms(1)).is_err());
+        let probe = g.admit_charged(due + grace).unwrap();
+        g.answered(probe);
+        assert!(g.admit_charged(due + grace).is_ok(), "open for everyone");
     }
 }

@@ -22,4 +22,25 @@ impl GitHubClient {
         let answer = expect_success(answer, "the rate limit")?;
         Ok(RateLimit::from_headers(&answer.headers))
     }
+
+    /// While an outage holds every request back: sends its probe once it is due, as this free
+    /// question, and answers whether GitHub answers again (the gate is then open for every
+    /// target). `None`: no outage, or the probe is not due yet (or already on the wire).
+    pub async fn probe_outage(&self) -> Option<bool> {
+        let view = self.inner.transport.outage_view();
+        if view.consecutive_failures == 0 {
+            return None;
+        }
+        if view.next_try.is_some_and(|t| t > chrono::Utc::now()) {
+            return None;
+        }
+        match self.rate_limit().await {
+            Err(GitHubError::Unreachable { .. }) if self.outage_closed() => None,
+            _ => Some(!self.outage_closed()),
+        }
+    }
+
+    fn outage_closed(&self) -> bool {
+        self.inner.transport.outage_view().consecutive_failures > 0
+    }
 }

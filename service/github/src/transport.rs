@@ -189,7 +189,10 @@ impl Transport {
             self.gate.check(Utc::now())?;
         }
         let ticket = match &self.outage {
-            Some(g) => Some(g.admit(Utc::now())?),
+            Some(g) if req.endpoint == crate::probe::RATE_LIMIT_ENDPOINT => {
+                Some(g.admit(Utc::now())?)
+            }
+            Some(g) => Some(g.admit_charged(Utc::now())?),
             None => None,
         };
         let _slot = self

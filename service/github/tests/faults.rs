@@ -74,9 +74,18 @@ async fn a_5xx_closes_the_outage_gate_until_its_next_try() {
         other => panic!("{other:?}"),
     }
     assert_eq!(w.fake.counters().total.requests, before, "failed fast");
-    // Waiting for the next try: the probe goes out and the gate opens for everyone.
+    // At the next try an ordinary (charged) request is still held back: the probe is the
+    // free question, and it opens the gate for everyone.
     let wait = (next_try - chrono::Utc::now()).to_std().unwrap_or_default();
     tokio::time::sleep(wait).await;
+    let before = w.fake.counters().total.requests;
+    assert!(matches!(
+        w.client.list_runners(&t, None).await,
+        Err(GitHubError::Unreachable { .. })
+    ));
+    assert_eq!(w.fake.counters().total.requests, before, "not the probe");
+    assert_eq!(w.client.probe_outage().await, Some(true));
+    assert_eq!(w.fake.counters().endpoint("rate_limit").charged, 0);
     w.client.list_runners(&t, None).await.unwrap();
     assert_eq!(w.client.health(), rm_github::Health::ok());
     w.client.installations().await.unwrap();
@@ -104,8 +113,9 @@ async fn a_stalled_server_is_a_transient_timeout() {
     );
     assert!(matches!(e, GitHubError::Transient { .. }), "{e:?}");
     assert!(e.to_string().contains("no answer within"), "{e}");
-    // The server is fine again: the next call after the gate's next try works.
+    // The server is fine again: the probe after the gate's next try opens it.
     after_next_try(&client).await;
+    assert_eq!(client.probe_outage().await, Some(true));
     client
         .list_runners(&target("alice/app"), None)
         .await

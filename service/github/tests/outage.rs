@@ -1,7 +1,8 @@
 //! GitHub outages back off host-wide: several targets polling through one client cost what
 //! one target's back-off costs, the delays grow, and everyone resumes within one step of the
 //! fault clearing. Each target here is a loop shaped like the service's (poll, then wait for
-//! the poll interval or the client's next try, whichever is later).
+//! the poll interval or the client's next try, whichever is later), and a prober sends the
+//! outage's free probes as the service's health watcher does.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns; a panic is a failed test
 
 mod common;
@@ -72,7 +73,23 @@ async fn fleet(fake: &FakeGitHub, origin: &str) -> Fleet {
                 }
             })
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // The service's probe: a free question each time one is due (see `probe_outage`).
+    let prober = {
+        let client = client.clone();
+        let mut rx = rx.clone();
+        tokio::spawn(async move {
+            while !*rx.borrow() {
+                let _ = client.probe_outage().await;
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    _ = rx.changed() => {}
+                }
+            }
+        })
+    };
+    let mut loops = loops;
+    loops.push(prober);
     Fleet {
         client,
         successes,
