@@ -132,8 +132,13 @@ where
         };
         for attempt in mine {
             // Without a look, only attempts whose decision cannot depend on GitHub are
-            // supervised: concluded ones whose process is gone (they are cleaned).
-            if !look && !attempt.is_terminal() && !self.seen_taking_a_job(&attempt) {
+            // supervised: concluded ones whose process is gone (they are cleaned), and runners
+            // that took a job by GitHub's listings or their own diagnostics (journalled busy).
+            if !look
+                && !attempt.is_terminal()
+                && !self.seen_taking_a_job(&attempt)
+                && !self.worker_started(&attempt).await
+            {
                 continue;
             }
             self.supervise_one(attempt, &mut inventory, startup).await;
@@ -199,6 +204,20 @@ where
             }
         }
         false
+    }
+
+    /// A live `starting`/`idle` attempt (no stop asked) whose runner's diagnostics show its
+    /// worker started: a job is running there, whatever GitHub says yet (`rm_core` R11a).
+    async fn worker_started(&self, a: &Attempt) -> bool {
+        matches!(a.state(), AttemptState::Starting | AttemptState::Idle)
+            && a.process().is_some()
+            && a.terminate_intent().is_none()
+            && self
+                .ports
+                .host
+                .evidence(&self.ports.host.runtime_dir(a.id()))
+                .await
+                .job_ran()
     }
 
     /// A live `starting`/`idle` attempt (no stop asked) whose runner GitHub's job listings show
@@ -457,14 +476,22 @@ where
                 }
                 Some(outcome == DeleteOutcome::Deleted)
             }
-            // Its process is gone (only those are concluded) but GitHub still counts it busy,
-            // for minutes after a crash: concluded now, the DELETE retried with back-off.
-            Ok(DeleteOutcome::StillRunningJob) => {
+            // Its process was seen gone but GitHub still counts it busy, for minutes after a
+            // crash: concluded now, the DELETE retried with back-off.
+            Ok(DeleteOutcome::StillRunningJob) if attempt.process().is_some() => {
                 if let Some(m) = inventory.as_mut() {
                     m.remove(attempt.runner_name());
                 }
                 self.removal_refused(attempt.id(), view.id, 1);
                 Some(false)
+            }
+            // No process was journalled (the service stopped between spawning it and saying
+            // so) and none was found, yet GitHub says its runner runs a job: a process of it
+            // lives where the service cannot see it. Kept until the job ends; never cleaned
+            // (that would end the job).
+            Ok(DeleteOutcome::StillRunningJob) => {
+                tracing::info!(gh_target = %self.target, attempt = %attempt.id(), "GitHub says this runner runs a job though no process of it was found; waiting for the job to end");
+                None
             }
             Err(e) => {
                 tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "deregistration failed; retrying next pass");

@@ -28,6 +28,7 @@
 //! | R9  | jit_received          | dead    | not registered     |                              | Conclude failed(jit_expired), replace |
 //! | R10 | starting/idle/busy    | alive   | busy               |                              | busy: Adopt; else Observe(Busy) — never interrupt a job |
 //! | R11 | starting/idle/busy    | alive   | idle/not registered| terminate intent             | Terminate{intent} (re-issue the stop) |
+//! | R11a| starting/idle         | alive   | idle/not registered| worker log (a job started)   | Observe(Busy): the runner's own word, before GitHub's listings say so |
 //! | R12 | starting              | alive   | idle               |                              | Observe(Idle) |
 //! | R13 | starting              | alive   | not registered     | < registration timeout       | Wait |
 //! | R14 | starting              | alive   | not registered     | ≥ registration timeout       | Terminate{registration_timeout} |
@@ -266,6 +267,10 @@ fn live(
     // R11
     if let Some(reason) = attempt.terminate_intent() {
         return Decision::Terminate { reason };
+    }
+    // R11a: the runner's worker started: busy now, not when GitHub's answers catch up.
+    if matches!(state, Starting | Idle) && evidence.job_ran() {
+        return Decision::Observe(Observed::Busy);
     }
     let listed = gh.is_listed();
     let registration_timeout = Decision::Terminate {
@@ -610,6 +615,27 @@ mod tests {
             d(&a, obs(true, IDLE, Evidence::None, 0)),
             terminate(TerminateReason::IdleSurplus)
         );
+    }
+
+    #[test]
+    fn r11a_a_started_worker_is_busy_before_github_says_so() {
+        for s in [AttemptState::Starting, AttemptState::Idle] {
+            for gh in [GONE, IDLE] {
+                for ev in [Evidence::JobStarted, Evidence::JobCompleted] {
+                    assert_eq!(
+                        d(&attempt(s), obs(true, gh, ev, 1)),
+                        Decision::Observe(Observed::Busy),
+                        "{s} {gh:?} {ev:?}"
+                    );
+                }
+            }
+            // Our own stop goes on (the intent was journalled before the job came).
+            let a = with_intent(s, TerminateReason::IdleSurplus);
+            assert_eq!(
+                d(&a, obs(true, IDLE, Evidence::JobStarted, 1)),
+                terminate(TerminateReason::IdleSurplus)
+            );
+        }
     }
 
     #[test]

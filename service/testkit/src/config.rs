@@ -17,6 +17,10 @@ pub struct FakeConfig {
     /// (DELETE answers 422 meanwhile); then its job fails and the JIT registration is deleted.
     /// GitHub: about ten minutes.
     pub lost_job_timeout: Duration,
+    /// How long the REST answers lag behind a runner taking a job: meanwhile the job is shown
+    /// `queued` without a runner and the runner not busy (the broker knows better). Zero:
+    /// at once.
+    pub report_delay: Duration,
     /// Device-flow minimum polling interval (`interval` in §1.1); polling sooner gives `slow_down`.
     pub device_interval: Duration,
     /// Device-flow code lifetime (`expires_in` in §1.1).
@@ -42,6 +46,7 @@ impl Default for FakeConfig {
             poll_hold: Duration::from_secs(2),
             session_timeout: Duration::from_secs(5),
             lost_job_timeout: Duration::from_secs(600),
+            report_delay: Duration::ZERO,
             device_interval: Duration::from_secs(5),
             device_expires_in: Duration::from_secs(900),
             access_token_lifetime: Duration::from_secs(28_800),

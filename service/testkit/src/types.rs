@@ -245,6 +245,9 @@ pub struct JobView {
     /// The step command the listener is given, if any.
     #[serde(default)]
     pub command: Option<String>,
+    /// When a runner took it (the broker's clock, not what the REST answers say yet).
+    #[serde(default)]
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Snapshot of a workflow run.

@@ -1,23 +1,34 @@
-//! Noticing that a runner process has ended, so the loop supervising it concludes it at once
-//! instead of at its next poll. The watcher looks only while attempts are live: an idle host
-//! does not read the journal until a loop reserves or adopts a runner.
+//! Noticing that a runner process has ended, or that its worker started (it took a job), so
+//! the loop supervising it concludes it, or journals it busy, at once instead of at its next
+//! poll. The watcher looks only while attempts are live: an idle host does not read the
+//! journal until a loop reserves or adopts a runner; and it looks often ([`WAITING_LOOK`])
+//! only while a runner waits for a job, so busy shows within a few hundred milliseconds
+//! whatever GitHub's answers say yet.
 
 use crate::host::HostAdapter;
 use rm_agent::{AgentEvent, EventKind, JournalPort, RunnerHostPort};
-use rm_core::{Attempt, AttemptId, PolicyId, ProcessIdentity};
+use rm_core::{Attempt, AttemptId, AttemptState, PolicyId, ProcessIdentity};
 use rm_runner::PackageSource;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-/// Notices runner processes that have ended. Each ended process is reported until marked,
-/// then never again (the set forgets attempts no longer live, so it stays small).
+/// How often the watcher looks while a runner waits for a job (`starting`/`idle`).
+pub const WAITING_LOOK: Duration = Duration::from_millis(100);
+
+/// Notices runner processes that have ended, and waiting runners whose worker started. Each is
+/// reported until marked, then never again (the set forgets attempts no longer live, so it
+/// stays small).
 #[derive(Debug, Default)]
 pub struct ExitWatch {
     notified: HashSet<(AttemptId, ProcessIdentity)>,
+    /// Waiting runners already reported for a started worker.
+    took_job: HashSet<AttemptId>,
     /// The last look saw a live (not concluded) attempt, or could not read the journal.
     live: bool,
+    /// The last look saw a runner waiting for a job.
+    waiting: bool,
 }
 
 impl ExitWatch {
@@ -26,8 +37,8 @@ impl ExitWatch {
     }
 
     /// The live attempts whose journalled process has ended and was not marked yet (see
-    /// [`ExitWatch::mark`]). A failed journal read reports none; a process that cannot be
-    /// inspected counts as running.
+    /// [`ExitWatch::mark`]), and the waiting ones whose worker started (each reported once). A
+    /// failed journal read reports none; a process that cannot be inspected counts as running.
     pub async fn ended<J: JournalPort, H: RunnerHostPort>(
         &mut self,
         journal: &J,
@@ -38,8 +49,10 @@ impl ExitWatch {
             return Vec::new();
         };
         let mut live = HashSet::new();
+        let mut waiting = HashSet::new();
         let mut ended = Vec::new();
         self.live = false;
+        self.waiting = false;
         for attempt in attempts.into_iter().filter(|a| !a.is_terminal()) {
             self.live = true;
             let Some(process) = attempt.process() else {
@@ -48,13 +61,38 @@ impl ExitWatch {
             let key = (attempt.id().clone(), process);
             let seen = self.notified.contains(&key);
             live.insert(key);
-            if seen || host.inspect(process).await.unwrap_or(true) {
+            if seen {
                 continue;
             }
-            ended.push(attempt);
+            if !host.inspect(process).await.unwrap_or(true) {
+                ended.push(attempt);
+                continue;
+            }
+            let waits = matches!(attempt.state(), AttemptState::Starting | AttemptState::Idle)
+                && attempt.terminate_intent().is_none();
+            if !waits {
+                continue;
+            }
+            self.waiting = true;
+            waiting.insert(attempt.id().clone());
+            if !self.took_job.contains(attempt.id())
+                && host
+                    .evidence(&host.runtime_dir(attempt.id()))
+                    .await
+                    .job_ran()
+            {
+                self.took_job.insert(attempt.id().clone());
+                ended.push(attempt);
+            }
         }
         self.notified.retain(|k| live.contains(k));
+        self.took_job.retain(|id| waiting.contains(id));
         ended
+    }
+
+    /// Whether the last look saw a runner waiting for a job: look again soon.
+    pub fn has_waiting(&self) -> bool {
+        self.waiting
     }
 
     /// Whether the last [`ExitWatch::ended`] saw a live attempt (or could not tell): only then
@@ -108,7 +146,12 @@ pub(crate) async fn watch_exits<J: JournalPort, S: PackageSource + 'static, L: W
             }
             continue;
         }
-        tokio::time::sleep(every).await;
+        let wait = if exits.has_waiting() {
+            every.min(WAITING_LOOK)
+        } else {
+            every
+        };
+        tokio::time::sleep(wait).await;
         // What happened until now is covered by the look below.
         while let Ok(_) | Err(TryRecvError::Lagged(_)) = events.try_recv() {}
         let Some(host) = super::lock(&host).clone() else {
@@ -132,7 +175,7 @@ pub(crate) async fn watch_exits<J: JournalPort, S: PackageSource + 'static, L: W
             .collect();
         for attempt in &ended {
             if let Some(lp) = owner.get(&attempt.policy_id()) {
-                tracing::debug!(attempt = %attempt.id(), "runner process ended; waking its loop");
+                tracing::debug!(attempt = %attempt.id(), "runner process ended or took a job; waking its loop");
                 lp.wake_now();
                 exits.mark(attempt);
             }

@@ -578,3 +578,27 @@ async fn a_concluded_attempt_with_a_live_process_is_not_killed_while_github_is_u
     assert!(h.host.is_alive(p.unwrap()));
     assert!(!h.journal.attempt(a.id()).is_cleaned());
 }
+
+#[tokio::test]
+async fn a_refused_removal_of_a_runner_whose_process_was_never_seen_keeps_the_attempt() {
+    // The service stopped between spawning the runner and journalling it; the process is not
+    // found, but GitHub says the runner runs a job: its job must not be ended by a clean.
+    let h = Harness::new();
+    let (a, _) = h.seed("unseen0001", AttemptState::JitReceived);
+    h.github
+        .list(a.runner_name(), 58, true, RunnerStatus::Online);
+    h.github
+        .state
+        .lock()
+        .unwrap()
+        .delete_script
+        .push_back(DeleteOutcome::StillRunningJob);
+    let lp = h.make_loop(target());
+    lp.pass().await;
+    let stored = h.journal.attempt(a.id());
+    assert_eq!(stored.state(), AttemptState::JitReceived, "kept");
+    assert!(h.host.scrubbed().is_empty(), "nothing cleaned");
+    // Once GitHub lets go (the job ended), it concludes as before.
+    lp.pass().await;
+    assert!(h.journal.attempt(a.id()).is_cleaned());
+}

@@ -128,14 +128,15 @@ pub(crate) fn installation(w: &World, i: &Installation, u: &Urls) -> Value {
     })
 }
 
-pub(crate) fn runner(r: &Runner) -> Value {
+pub(crate) fn runner(w: &World, r: &Runner) -> Value {
+    let busy = r.busy && !r.job_id.is_some_and(|j| w.taken_unreported(j));
     json!({
         "id": r.id,
         "runner_group_id": r.group_id,
         "name": r.name,
         "os": r.os,
         "status": if r.online { "online" } else { "offline" },
-        "busy": r.busy,
+        "busy": busy,
         "ephemeral": true,
         "labels": r.labels.iter().map(|l| json!({
             "id": l.id, "name": l.name, "type": if l.read_only { "read-only" } else { "custom" }
@@ -257,6 +258,19 @@ fn fork_of(w: &World, r: &Repo, u: &Urls) -> Value {
 }
 
 pub(crate) fn job(w: &World, j: &Job, u: &Urls) -> Value {
+    if j.status == JobStatus::InProgress && w.taken_unreported(j.id) {
+        // GitHub has not caught up with the runner taking it (`report_delay`).
+        let shown = Job {
+            status: JobStatus::Queued,
+            started_at: None,
+            runner_id: None,
+            runner_name: None,
+            runner_group_id: None,
+            assigned_at: None,
+            ..j.clone()
+        };
+        return job(w, &shown, u);
+    }
     let api = format!("{}/repos/{}/actions/jobs/{}", u.api, j.repo, j.id);
     let head_sha = w
         .runs

@@ -47,6 +47,7 @@ impl World {
                     runner_id: None,
                     runner_name: None,
                     runner_group_id: None,
+                    assigned_at: None,
                 },
             );
         }
@@ -91,6 +92,7 @@ impl World {
         job.runner_id = None;
         job.runner_name = None;
         job.runner_group_id = None;
+        job.assigned_at = None;
         if let Some(r) = self.runners.get_mut(&rid) {
             r.busy = false;
             r.job_id = None;

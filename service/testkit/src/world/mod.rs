@@ -167,6 +167,8 @@ pub(crate) struct Job {
     pub runner_id: Option<u64>,
     pub runner_name: Option<String>,
     pub runner_group_id: Option<u64>,
+    /// When a runner took it (the REST answers may show that late, `report_delay`).
+    pub assigned_at: Option<std::time::Instant>,
 }
 
 impl Job {
@@ -183,6 +185,7 @@ impl Job {
             runner_name: self.runner_name.clone(),
             behaviour: self.behaviour,
             command: self.command.clone(),
+            started_at: self.started_at,
         }
     }
 }
@@ -286,6 +289,7 @@ pub(crate) struct World {
     pub device_flow_disabled: bool,
     pub session_timeout: Duration,
     pub lost_job_timeout: Duration,
+    pub report_delay: Duration,
     request_seq: u64,
 }
 
@@ -377,8 +381,17 @@ impl World {
             device_flow_disabled: false,
             session_timeout: config.session_timeout,
             lost_job_timeout: config.lost_job_timeout,
+            report_delay: config.report_delay,
             request_seq: 0,
         }
+    }
+
+    /// Whether the REST answers do not show yet that a runner took `job` (`report_delay`).
+    pub(crate) fn taken_unreported(&self, job: u64) -> bool {
+        self.jobs
+            .get(&job)
+            .and_then(|j| j.assigned_at)
+            .is_some_and(|t| t.elapsed() < self.report_delay)
     }
 
     fn next_id(&mut self) -> u64 {

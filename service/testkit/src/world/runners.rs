@@ -218,6 +218,7 @@ impl World {
         job.runner_id = Some(rid);
         job.runner_name = Some(rname);
         job.runner_group_id = Some(gid);
+        job.assigned_at = Some(Instant::now());
         let a = Assignment {
             job_id,
             run_id: job.run_id,

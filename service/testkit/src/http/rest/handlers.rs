@@ -57,13 +57,13 @@ pub(super) fn execute(w: &mut World, route: &Route, ctx: &Ctx<'_>) -> Reply {
                     &r.scope == scope
                         && name.as_ref().is_none_or(|n| r.name.eq_ignore_ascii_case(n))
                 })
-                .map(render::runner)
+                .map(|r| render::runner(w, r))
                 .collect();
             paginate(ctx, items, "runners", None)
         }),
         Route::RunnerGet(scope, id) => {
             with_scope(w, ctx, scope, false, |w, _| match w.runners.get(id) {
-                Some(r) if &r.scope == scope => Reply::ok(render::runner(r)),
+                Some(r) if &r.scope == scope => Reply::ok(render::runner(w, r)),
                 _ => Reply::error(StatusCode::NOT_FOUND, "Not Found"),
             })
         }
@@ -321,7 +321,10 @@ fn jitconfig(w: &mut World, ctx: &Ctx<'_>, scope: &RunnerScope) -> Reply {
             &format!("Already exists - A runner with the name {name} already exists."),
         );
     }
-    let runner = w.register_runner(scope.clone(), &name, group, &labels);
+    let runner = w
+        .register_runner(scope.clone(), &name, group, &labels)
+        .clone();
+    let runner = &runner;
     let blob = jit_blob(
         &ctx.origin,
         runner.id,
@@ -333,7 +336,7 @@ fn jitconfig(w: &mut World, ctx: &Ctx<'_>, scope: &RunnerScope) -> Reply {
     );
     Reply::json(
         StatusCode::CREATED,
-        json!({"runner": render::runner(runner), "encoded_jit_config": blob}),
+        json!({"runner": render::runner(w, runner), "encoded_jit_config": blob}),
     )
 }
 
