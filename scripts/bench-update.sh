@@ -37,6 +37,7 @@ if [[ -z ${RM_TEST_RELEASE_DIR:-} ]]; then
     RM_TEST_RELEASE_VERSION="$major.$minor.$((patch + 1))"
     minisign -G -W -f -p "$tmp/key.pub" -s "$tmp/key" >/dev/null
     RM_RELEASE_ALLOW_DIRTY=1 RUNNER_MANAGER_SIGNING_KEY_FILE="$tmp/key" \
+        RUNNER_MANAGER_RELEASE_PUBKEY_FILE="$tmp/key.pub" \
         scripts/release.sh "$RM_TEST_RELEASE_VERSION" --profile dev --out "$tmp/release" >/dev/null 2>&1
     RM_TEST_RELEASE_DIR="$tmp/release" RM_TEST_RELEASE_PUBKEY="$tmp/key.pub"
 fi

@@ -12,9 +12,11 @@
 #
 # The signing key comes from the environment: RUNNER_MANAGER_SIGNING_KEY holds the minisign
 # secret key file's text (unencrypted, `minisign -G -W`); RUNNER_MANAGER_SIGNING_KEY_FILE may
-# name the file instead. Installed services verify with the public key built into them
-# (installer/release-key.pub); a release signed with another key (CI and tests generate a
-# throwaway one) is built, with a warning, and will be refused by every installed service.
+# name the file instead. Installed services verify updates with the public key built into
+# them: installer/release-key.pub, or the file RUNNER_MANAGER_RELEASE_PUBKEY_FILE names (CI and
+# tests make a throwaway pair; the real release names the project's key). The signing key
+# must be that public key's secret half: a release that installed services would refuse is
+# refused here, before anything is built.
 #
 # The version is the workspace version: the checkout's files are copied to a scratch directory
 # (the committed tree; RM_RELEASE_ALLOW_DIRTY=1 takes the working tree's files instead, for
@@ -64,6 +66,24 @@ else
     echo "release.sh: no signing key: set RUNNER_MANAGER_SIGNING_KEY (the minisign secret key's text)" >&2
     exit 1
 fi
+
+# The public key the binaries embed (passed to the build as RUNNER_MANAGER_RELEASE_PUBKEY).
+pubkey_file=${RUNNER_MANAGER_RELEASE_PUBKEY_FILE:-$repo/installer/release-key.pub}
+[[ -r $pubkey_file ]] || {
+    echo "release.sh: cannot read the release public key $pubkey_file" >&2; exit 1; }
+minisign -R -s "$keyfile" -p "$work/signing.pub" </dev/null >/dev/null 2>&1 || {
+    echo "release.sh: the signing key is not an unencrypted minisign secret key (make one with \`minisign -G -W\`)" >&2
+    exit 1; }
+key_line() { grep -v '^untrusted comment:' "$1" | grep -m1 .; }
+if [[ $(key_line "$work/signing.pub") != "$(key_line "$pubkey_file")" ]]; then
+    echo "release.sh: the signing key is not the secret half of $pubkey_file, the public key" \
+         "the binaries embed: installed services would refuse this release. Sign with that" \
+         "key's secret half, or set RUNNER_MANAGER_RELEASE_PUBKEY_FILE to the public half of" \
+         "the key you sign with (a throwaway pair for tests)" >&2
+    exit 1
+fi
+RUNNER_MANAGER_RELEASE_PUBKEY=$(cat "$pubkey_file")
+export RUNNER_MANAGER_RELEASE_PUBKEY
 
 # 1. The source, with the release's version.
 src="$work/src"
@@ -206,9 +226,8 @@ sign() { # $1 = file, $2 = trusted comment
 sign SHA256SUMS "runner-manager $version SHA256SUMS"
 sign "$debname" "runner-manager $version $debname"
 sign "$pname.tar.gz" "runner-manager $version $pname.tar.gz"
-if ! minisign -Vq -p "$src/installer/release-key.pub" -m "$out/SHA256SUMS" 2>/dev/null; then
-    echo "release.sh: WARNING: signed with a key runner-manager does not trust (not" \
-         "installer/release-key.pub): installed services will refuse this release; never publish it" >&2
-fi
+# What the binaries trust must verify what was signed (checked above; this catches a slip).
+minisign -Vq -p "$pubkey_file" -m "$out/SHA256SUMS" || {
+    echo "release.sh: SHA256SUMS does not verify with $pubkey_file" >&2; exit 1; }
 echo "release $version ($profile) in $out:"
 (cd "$out" && ls -l)

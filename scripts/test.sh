@@ -31,6 +31,7 @@ IFS=. read -r major minor patch <<< "${current%%-*}"
 export RM_TEST_RELEASE_VERSION="$major.$minor.$((patch + 1))"
 minisign -G -W -f -p "$release_tmp/test.pub" -s "$release_tmp/test.key" >/dev/null
 RM_RELEASE_ALLOW_DIRTY=1 RUNNER_MANAGER_SIGNING_KEY_FILE="$release_tmp/test.key" \
+    RUNNER_MANAGER_RELEASE_PUBKEY_FILE="$release_tmp/test.pub" \
     scripts/release.sh "$RM_TEST_RELEASE_VERSION" --profile dev --out "$release_tmp/release" 2>&1 |
     grep -v '^ *Compiling'
 export RM_TEST_RELEASE_DIR="$release_tmp/release" RM_TEST_RELEASE_PUBKEY="$release_tmp/test.pub"

@@ -72,16 +72,23 @@ async fn host(gh: &FakeGitHub, pg: &Cluster, name: &str) -> Daemon {
     let joined = join(&d, pg, LABEL, name).await;
     eprintln!("{name}: {}", joined.trim());
     for repo in REPOS {
-        // `--pool`: the label of the pool the host joined.
-        d.ok(&[
-            "repo",
-            "add",
-            repo,
-            "--max-runners",
-            &MAX_RUNNERS.to_string(),
-            "--pool",
-        ])
-        .await;
+        // `--pool`: the label of the pool the host joined, and the `runs-on` line names it
+        // (not this host's own label, which would pin the jobs to this host).
+        let added = d
+            .ok(&[
+                "repo",
+                "add",
+                repo,
+                "--max-runners",
+                &MAX_RUNNERS.to_string(),
+                "--pool",
+            ])
+            .await;
+        assert!(
+            added.contains(&format!("runs-on: {LABEL}\n"))
+                && added.contains("any host of the pool"),
+            "{added}"
+        );
     }
     d
 }

@@ -167,6 +167,9 @@ pub enum EventKind {
         timings: LaunchTimings,
         /// Slower than the configured threshold (60 s): also logged as a warning.
         slow: bool,
+        /// Started for a queue holding a fork's job: it got no persistent workspace and may
+        /// not write the caches.
+        fork_jobs: bool,
     },
     LaunchFailed {
         attempt: AttemptId,

@@ -615,6 +615,7 @@ where
             runner_id,
             timings,
             slow,
+            fork_jobs,
         });
         true
     }

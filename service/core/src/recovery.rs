@@ -630,10 +630,14 @@ mod tests {
                 }
             }
             // Our own stop goes on (the intent was journalled before the job came).
-            let a = with_intent(s, TerminateReason::IdleSurplus);
+            let reason = match s {
+                AttemptState::Starting => TerminateReason::RegistrationTimeout,
+                _ => TerminateReason::IdleSurplus,
+            };
+            let a = with_intent(s, reason);
             assert_eq!(
                 d(&a, obs(true, IDLE, Evidence::JobStarted, 1)),
-                terminate(TerminateReason::IdleSurplus)
+                terminate(reason)
             );
         }
     }

@@ -56,10 +56,28 @@ async fn main() -> Result<(), String> {
 
     let last_ok: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; targets]));
     let (stop, rx) = tokio::sync::watch::channel(false);
+    // The service's health watcher: sends the outage's free probe when due and, once GitHub
+    // answers, wakes every loop for a poll at once.
+    let wake = Arc::new(tokio::sync::Notify::new());
     let mut loops = Vec::new();
+    {
+        let (client, wake, mut rx) = (client.clone(), Arc::clone(&wake), rx.clone());
+        loops.push(tokio::spawn(async move {
+            while !*rx.borrow() {
+                if client.probe_outage().await == Some(true) {
+                    wake.notify_waiters();
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    _ = rx.changed() => {}
+                }
+            }
+        }));
+    }
     for (i, name) in names.iter().enumerate() {
         let t = rm_core::Target::parse(name).map_err(|e| e.to_string())?;
         let (client, last_ok, mut rx) = (client.clone(), Arc::clone(&last_ok), rx.clone());
+        let wake = Arc::clone(&wake);
         loops.push(tokio::spawn(async move {
             while !*rx.borrow() {
                 if client.demand(&t).await.is_ok() {
@@ -73,6 +91,7 @@ async fn main() -> Result<(), String> {
                     .unwrap_or_default();
                 tokio::select! {
                     () = tokio::time::sleep(interval.max(next_try)) => {}
+                    () = wake.notified() => {}
                     _ = rx.changed() => {}
                 }
             }

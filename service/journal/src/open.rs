@@ -42,6 +42,7 @@ pub(crate) const NEWER_FIX: &str = "upgrade runner-manager or point --data-dir e
 /// Open (creating if absent), vet, configure and migrate the journal at `path`.
 pub(crate) fn open(path: &Path) -> Result<Connection, JournalError> {
     sniff_header(path)?;
+    private_file(path);
 
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
@@ -72,6 +73,40 @@ pub(crate) fn open(path: &Path) -> Result<Connection, JournalError> {
     configure(&mut conn).map_err(|e| e.classify(path))?;
     Ok(conn)
 }
+
+/// The journal holds who may do what on this host and every runner's history: readable by its
+/// owner only (SQLite gives its `-wal` and `-shm` files the same mode). A new file is created
+/// 0600 before SQLite opens it (SQLite would create it 0644); an existing one readable by
+/// others (an older build's) loses those bits. Best effort: a file this process cannot change
+/// (another owner) is left as it is, and the open goes on to say what is wrong with it, if
+/// anything.
+#[cfg(unix)]
+fn private_file(path: &Path) {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if let Ok(meta) = std::fs::metadata(path) {
+                let mode = meta.permissions().mode();
+                if meta.is_file() && mode & 0o077 != 0 {
+                    let _ = std::fs::set_permissions(
+                        path,
+                        std::fs::Permissions::from_mode(mode & 0o700),
+                    );
+                }
+            }
+        }
+        Err(_) => {}
+    }
+}
+
+#[cfg(not(unix))]
+fn private_file(_path: &Path) {}
 
 /// Reject a non-empty file that does not even start like an SQLite database,
 /// without handing it to SQLite at all.

@@ -344,3 +344,27 @@ fn refusing_a_foreign_wal_database_does_not_checkpoint_it() {
         "the -wal was consumed"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn the_journal_and_its_wal_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let path = journal_path(&dir);
+    let mut j = Journal::open(&path).unwrap();
+    // A write makes the -wal exist.
+    j.meta_set("probe", "1").unwrap();
+    assert_eq!(mode(&path), 0o600);
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    assert_eq!(
+        mode(&wal),
+        0o600,
+        "SQLite gives the WAL the database's mode"
+    );
+    drop(j);
+    // A journal an older build left readable by everyone is closed up at the next open.
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    drop(Journal::open(&path).unwrap());
+    assert_eq!(mode(&path), 0o600);
+}

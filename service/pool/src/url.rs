@@ -6,10 +6,14 @@
 //! verified against the trusted authorities *and* its name against the URL's host (unlike
 //! libpq, whose `require` verifies nothing: a connection anyone on the path can read is what
 //! this option is there to prevent). The trusted authorities are the system's, or only the CA
-//! certificates of the PEM file `sslrootcert=/ABSOLUTE/PATH` names (as with libpq). No sslmode,
-//! `disable` and `prefer` connect in the clear, as before: TLS that is not verified keeps out
-//! no one in the middle, and Debian's default server certificate (self-signed "snakeoil") would
-//! fail verification, so TLS is tried only when asked for.
+//! certificates of the PEM file `sslrootcert=/ABSOLUTE/PATH` names (as with libpq). Without
+//! `sslmode`, a database on another machine is reached over TLS (as `require`: the pool's
+//! leases and job ids must not cross a network in the clear) and one on this machine
+//! (loopback, a unix socket) in the clear; `disable` and `prefer` connect in the clear: TLS
+//! that is not verified keeps out no one in the middle, so it is never half-used.
+//!
+//! A password is never part of the kept URL: `USER:PASSWORD@` is taken out (it goes to the
+//! credential store), and a `password=` option is refused with the fix, not stored.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -114,9 +118,17 @@ impl PoolUrl {
             match option.split_once('=').unwrap_or((option, "")) {
                 ("sslmode", v) => sslmode = Some(percent_decode(v)),
                 ("sslrootcert", v) => sslrootcert = Some(PathBuf::from(percent_decode(v))),
+                ("password" | "passfile", _) => {
+                    return Err(bad(
+                        "it carries a password option, which would be kept with the URL: take \
+                         it out and give the password on standard input (`--password-stdin`), \
+                         which keeps it in the service's credential store",
+                    ))
+                }
                 _ => kept.push(option),
             }
         }
+        let sslmode = sslmode.or_else(|| (!is_local(hostport)).then(|| "require".to_owned()));
         let tls = Tls::asked(sslmode.as_deref(), sslrootcert, check_files).map_err(|r| bad(&r))?;
         let clean = format!("postgres://{user}@{hostport}{path}");
         let driver = if kept.is_empty() {
@@ -218,6 +230,21 @@ impl Tls {
     }
 }
 
+/// Whether `HOST[:PORT]` is this machine: a loopback address, `localhost`, or a unix socket
+/// directory (percent-encoded `/…`).
+fn is_local(hostport: &str) -> bool {
+    let host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => hostport.rsplit_once(':').map_or(hostport, |(h, _)| h),
+    };
+    let host = percent_decode(host);
+    host.eq_ignore_ascii_case("localhost")
+        || host.starts_with('/')
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// `%XX` escapes in a URL's password or option (people put `@`, `:` and `/` in passwords that
 /// way).
 fn percent_decode(text: &str) -> String {
@@ -308,7 +335,8 @@ a3usR0RtAiAxZop1sEFEdbEJ9NvJGkDLHQ8atF2d/sW5GJswJuXU0A==\n\
     fn sslmode_asks_for_verified_tls_or_none() {
         use tokio_postgres::config::SslMode;
         for (query, encrypted) in [
-            ("", false),
+            // Another machine, no sslmode: TLS (see the module doc).
+            ("", true),
             ("?sslmode=disable", false),
             ("?sslmode=prefer", false),
             ("?sslmode=require", true),
@@ -409,7 +437,6 @@ a3usR0RtAiAxZop1sEFEdbEJ9NvJGkDLHQ8atF2d/sW5GJswJuXU0A==\n\
                 format!("sslmode=require&sslrootcert={torn}"),
                 "not a PEM file",
             ),
-            (format!("sslrootcert={ca}"), "add sslmode=require"),
             (
                 format!("sslmode=disable&sslrootcert={ca}"),
                 "add sslmode=require",
@@ -421,6 +448,17 @@ a3usR0RtAiAxZop1sEFEdbEJ9NvJGkDLHQ8atF2d/sW5GJswJuXU0A==\n\
             let err = err.to_string();
             assert!(err.contains(words), "{text}: {err}");
         }
+        // A CA file alone: TLS with it on another machine (TLS is the default there), refused
+        // on this machine (the clear is the default here).
+        let (url, _) = PoolUrl::parse(&format!("postgres://rm@h/pool?sslrootcert={ca}")).unwrap();
+        assert_eq!(
+            url.tls().unwrap().root_cert.as_deref(),
+            Some(Path::new(&ca))
+        );
+        let err = PoolUrl::parse(&format!("postgres://rm@127.0.0.1/pool?sslrootcert={ca}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("add sslmode=require"), "{err}");
     }
 
     #[test]
@@ -451,5 +489,33 @@ a3usR0RtAiAxZop1sEFEdbEJ9NvJGkDLHQ8atF2d/sW5GJswJuXU0A==\n\
         assert_eq!(config.get_user(), Some("rm"));
         assert_eq!(config.get_dbname(), Some("pool"));
         assert_eq!(url.config(None).unwrap().get_password(), None);
+    }
+
+    #[test]
+    fn a_password_option_is_refused_with_the_fix_and_nothing_kept() {
+        for url in [
+            "postgres://rm@db.example/pool?password=hunter2",
+            "postgres://rm@db.example/pool?sslmode=require&password=hunter2",
+            "postgres://rm@127.0.0.1/pool?passfile=/root/.pgpass",
+        ] {
+            let e = PoolUrl::parse(url).unwrap_err().to_string();
+            assert!(e.contains("--password-stdin"), "{e}");
+            assert!(!e.contains("hunter2"), "the password is not repeated: {e}");
+        }
+    }
+
+    #[test]
+    fn another_machine_is_reached_over_tls_unless_told_otherwise() {
+        let tls = |u: &str| PoolUrl::parse(u).unwrap().0.encrypted();
+        assert!(tls("postgres://rm@db.example/pool"));
+        assert!(tls("postgres://rm@10.0.0.5:6543/pool"));
+        assert!(tls("postgres://rm@[2001:db8::1]:5432/pool"));
+        // This machine: in the clear, as a local socket is.
+        assert!(!tls("postgres://rm@127.0.0.1:5432/pool"));
+        assert!(!tls("postgres://rm@localhost/pool"));
+        assert!(!tls("postgres://rm@[::1]:5432/pool"));
+        // An explicit choice stands.
+        assert!(!tls("postgres://rm@db.example/pool?sslmode=disable"));
+        assert!(tls("postgres://rm@127.0.0.1/pool?sslmode=require"));
     }
 }

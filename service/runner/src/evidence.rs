@@ -4,6 +4,7 @@
 //! result: <result>", which the service keeps in `<runtime>/_listener.log`): a runner killed
 //! mid-job leaves a worker log and no such line.
 
+use crate::process::LISTENER_LOG;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -121,8 +122,7 @@ pub fn read_evidence_capped(
     };
     Ok(evidence)
 }
-/// The listener's console as the service captured it (see `process`).
-const LISTENER_LOG: &str = "_listener.log";
+
 /// The console line the listener prints when its job ends, whatever the result.
 const COMPLETION: &[u8] = b" completed with result: ";
 /// Only the end of the console is read: the line comes last, and a job may have flooded it.

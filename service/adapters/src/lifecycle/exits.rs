@@ -25,6 +25,8 @@ pub struct ExitWatch {
     notified: HashSet<(AttemptId, ProcessIdentity)>,
     /// Waiting runners already reported for a started worker.
     took_job: HashSet<AttemptId>,
+    /// Those the last look found (see [`ExitWatch::take_took_jobs`]).
+    took_now: Vec<Attempt>,
     /// The last look saw a live (not concluded) attempt, or could not read the journal.
     live: bool,
     /// The last look saw a runner waiting for a job.
@@ -37,8 +39,9 @@ impl ExitWatch {
     }
 
     /// The live attempts whose journalled process has ended and was not marked yet (see
-    /// [`ExitWatch::mark`]), and the waiting ones whose worker started (each reported once). A
-    /// failed journal read reports none; a process that cannot be inspected counts as running.
+    /// [`ExitWatch::mark`]); the waiting ones whose worker started are kept for
+    /// [`ExitWatch::take_took_jobs`]. A failed journal read reports none; a process that
+    /// cannot be inspected counts as running.
     pub async fn ended<J: JournalPort, H: RunnerHostPort>(
         &mut self,
         journal: &J,
@@ -82,12 +85,18 @@ impl ExitWatch {
                     .job_ran()
             {
                 self.took_job.insert(attempt.id().clone());
-                ended.push(attempt);
+                self.took_now.push(attempt);
             }
         }
         self.notified.retain(|k| live.contains(k));
         self.took_job.retain(|id| waiting.contains(id));
         ended
+    }
+
+    /// The waiting runners whose worker the last [`ExitWatch::ended`] found started (each
+    /// once): their loop journals them busy.
+    pub fn take_took_jobs(&mut self) -> Vec<Attempt> {
+        std::mem::take(&mut self.took_now)
     }
 
     /// Whether the last look saw a runner waiting for a job: look again soon.
@@ -160,8 +169,9 @@ pub(crate) async fn watch_exits<J: JournalPort, S: PackageSource + 'static, L: W
             continue;
         };
         let ended = exits.ended(&journal, &host).await;
+        let took_jobs = exits.take_took_jobs();
         armed = exits.has_live();
-        if ended.is_empty() {
+        if ended.is_empty() && took_jobs.is_empty() {
             continue;
         }
         let owner: HashMap<PolicyId, Arc<L>> = super::lock(&loops)
@@ -175,9 +185,15 @@ pub(crate) async fn watch_exits<J: JournalPort, S: PackageSource + 'static, L: W
             .collect();
         for attempt in &ended {
             if let Some(lp) = owner.get(&attempt.policy_id()) {
-                tracing::debug!(attempt = %attempt.id(), "runner process ended or took a job; waking its loop");
+                tracing::debug!(attempt = %attempt.id(), "runner process ended; waking its loop");
                 lp.wake_now();
                 exits.mark(attempt);
+            }
+        }
+        for attempt in &took_jobs {
+            if let Some(lp) = owner.get(&attempt.policy_id()) {
+                tracing::debug!(attempt = %attempt.id(), "runner's worker started; waking its loop");
+                lp.wake_now();
             }
         }
     }

@@ -1013,7 +1013,8 @@ fn target_ref(text: &str, org: bool) -> Result<rm_proto::TargetRef, Failure> {
 }
 
 /// Adds the label of the pool this host joined to `labels` (once).
-fn with_pool_label(labels: &mut Vec<String>, api: &ApiBackend) -> Result<(), Failure> {
+/// Adds the label of the pool this host joined to `labels`; answers it.
+fn with_pool_label(labels: &mut Vec<String>, api: &ApiBackend) -> Result<String, Failure> {
     let Some(pool) = api.status()?.pool else {
         return Err(Failure::usage(
             "this host is in no pool: join one first (`runner-manager pool join \
@@ -1022,9 +1023,9 @@ fn with_pool_label(labels: &mut Vec<String>, api: &ApiBackend) -> Result<(), Fai
         ));
     };
     if !labels.contains(&pool.label) {
-        labels.push(pool.label);
+        labels.push(pool.label.clone());
     }
-    Ok(())
+    Ok(pool.label)
 }
 
 fn label_texts(texts: &[String]) -> Result<Option<Vec<String>>, Failure> {
@@ -1059,11 +1060,14 @@ fn api_target_command(
             };
             let api = ApiBackend::connect(socket)?;
             let mut req = req;
-            if a.pool {
+            let pool_label = if a.pool {
                 let mut labels = req.labels.take().unwrap_or_default();
-                with_pool_label(&mut labels, &api)?;
+                let label = with_pool_label(&mut labels, &api)?;
                 req.labels = Some(labels);
-            }
+                Some(label)
+            } else {
+                None
+            };
             if req.max_capacity.is_none() && !a.monitor_only {
                 // Absent means "monitor only" on the wire; the CLI's default is the host's
                 // capacity (as when the journal was edited directly).
@@ -1082,7 +1086,11 @@ fn api_target_command(
                     }
                 }
             };
-            output::print_api_added(&added, &routing);
+            match &pool_label {
+                // Jobs for the pool ask for its label: any host of the pool may take them.
+                Some(label) => output::print_api_added_to_pool(&added, label),
+                None => output::print_api_added(&added, &routing),
+            }
             // A per-target maximum above the host's ceiling is a surprise later ("why only one
             // runner?"): say it now, with the fix.
             if let Some(max) = added.max_capacity {

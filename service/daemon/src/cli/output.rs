@@ -307,6 +307,14 @@ pub(super) fn print_api_added(t: &rm_proto::TargetStatus, routing_label: &str) {
     print_added_line(&api_target_line(t), routing_label);
 }
 
+/// A target added for the pool: the `runs-on` label is the pool's, which every host of the
+/// pool serves (this machine's own label would pin the jobs to it).
+pub(super) fn print_api_added_to_pool(t: &rm_proto::TargetStatus, pool_label: &str) {
+    println!("added {}", api_target_line(t));
+    println!("put this in the workflow's jobs to run them on any host of the pool:");
+    println!("  runs-on: {pool_label}");
+}
+
 pub(super) fn print_api_targets(
     targets: &[rm_proto::TargetStatus],
     as_json: bool,

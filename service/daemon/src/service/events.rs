@@ -6,11 +6,16 @@
 use super::runner_events::RunnerEvents;
 use super::state::Daemon;
 use rm_agent::{AgentEvent, EventKind};
+use rm_core::AttemptId;
+use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::broadcast::{error::RecvError, Receiver};
 
 /// Runs until the agent's channel closes.
 pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
+    // Runners started for a queue holding a fork's job (no workspace, no cache writes), until
+    // cleaned: the fork guard has nothing to undo for them.
+    let mut fork_spawns = HashSet::new();
     loop {
         let event = match rx.recv().await {
             Ok(e) => e,
@@ -31,7 +36,7 @@ pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
             // The pool's view of this host (its runners, its free room) changed.
             daemon.pool.runners_changed();
         }
-        if handle(&daemon, &event).await {
+        if handle(&daemon, &event, &mut fork_spawns).await {
             daemon.publish_status().await;
         }
     }
@@ -41,9 +46,22 @@ pub async fn pump(daemon: Arc<Daemon>, mut rx: Receiver<AgentEvent>) {
 /// when it started) that GitHub then gave a fork's job: what that job wrote cannot be trusted,
 /// so the namespace's caches are removed, in use or not. Known only when a demand listing saw
 /// the runner's job (a job shorter than a poll may go unseen).
-async fn fork_guard(daemon: &Daemon, event: &AgentEvent) {
-    let EventKind::Concluded { attempt, .. } = &event.kind else {
-        return;
+async fn fork_guard(daemon: &Daemon, event: &AgentEvent, fork_spawns: &mut HashSet<AttemptId>) {
+    let attempt = match &event.kind {
+        EventKind::Launched {
+            attempt,
+            fork_jobs: true,
+            ..
+        } => {
+            fork_spawns.insert(attempt.clone());
+            return;
+        }
+        EventKind::Cleaned { attempt } => {
+            fork_spawns.remove(attempt);
+            return;
+        }
+        EventKind::Concluded { attempt, .. } if !fork_spawns.contains(attempt) => attempt,
+        _ => return,
     };
     let Some(job) = daemon
         .client
@@ -105,7 +123,7 @@ async fn fork_guard(daemon: &Daemon, event: &AgentEvent) {
 }
 
 /// Hands one event to every part; true when the status changed in a way watchers should see.
-async fn handle(daemon: &Daemon, event: &AgentEvent) -> bool {
+async fn handle(daemon: &Daemon, event: &AgentEvent, fork_spawns: &mut HashSet<AttemptId>) -> bool {
     // A runner may have started: the meter samples while any runs.
     daemon.meters.poke();
     daemon.contact.on_event(event, &daemon.journal).await;
@@ -114,7 +132,7 @@ async fn handle(daemon: &Daemon, event: &AgentEvent) -> bool {
         client: &daemon.client,
         watchers: &daemon.watchers,
     };
-    fork_guard(daemon, event).await;
+    fork_guard(daemon, event, fork_spawns).await;
     let mut changed = runners.on_event(event).await;
     let job = match &event.kind {
         EventKind::Concluded { attempt, .. } => daemon

@@ -2,7 +2,9 @@
 //! asset, and the asset's SHA-256 as `SHA256SUMS` lists it. Everything is checked before any
 //! installed file is touched.
 //!
-//! The trusted public key is built into the binary (`installer/release-key.pub`). Builds with
+//! The trusted public key is built into the binary: `installer/release-key.pub`, or the key
+//! text in `RUNNER_MANAGER_RELEASE_PUBKEY` at build time (`scripts/release.sh` passes the key
+//! the release is signed with, and refuses to sign with any other). Builds with
 //! debug assertions (the dev profile, used by tests) may be handed another key at run time
 //! (`daemon run --update-trust-key FILE`); release builds, and so every published asset,
 //! refuse that flag, so nobody can point an installed service at their own key without
@@ -13,8 +15,11 @@ use std::io::Read;
 use std::path::Path;
 use thiserror::Error;
 
-/// The project's release key (minisign public key file).
-pub const BUILT_IN_KEY: &str = include_str!("../../../../installer/release-key.pub");
+/// The project's release key (minisign public key file), as the build was given it.
+pub const BUILT_IN_KEY: &str = match option_env!("RUNNER_MANAGER_RELEASE_PUBKEY") {
+    Some(key) => key,
+    None => include_str!("../../../../installer/release-key.pub"),
+};
 
 /// The name of the checksum list in every release.
 pub const SUMS: &str = "SHA256SUMS";
