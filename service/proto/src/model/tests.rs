@@ -337,6 +337,25 @@ fn a_runner_failure_notifies_once_names_the_target_and_the_fix_and_calls_for_att
 }
 
 #[test]
+fn a_crashed_runner_notifies_with_its_job_and_how_it_ended() {
+    let mut m = connected(status());
+    let mut f = failure("octo/app", 5000, FailureReason::RunnerCrashed);
+    f.detail = Some(
+        "The runner was killed by signal 9 (SIGKILL) while running job build (run 7 of octo/app)."
+            .into(),
+    );
+    f.fix = "re-run the job from its page on GitHub".into();
+    let notes = m.fold(failed(f), t(5000));
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(
+        notes[0].body,
+        "A runner died in the middle of its job. The runner was killed by signal 9 (SIGKILL) \
+         while running job build (run 7 of octo/app). What to do: re-run the job from its page \
+         on GitHub."
+    );
+}
+
+#[test]
 fn nothing_to_do_fixes_say_so() {
     let mut m = connected(status());
     let mut f = failure("octo/app", 5000, FailureReason::JitExpired);
