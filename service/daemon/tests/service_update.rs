@@ -287,6 +287,53 @@ async fn tampered_foreign_signed_and_older_releases_are_refused_and_change_nothi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_that_fails_on_the_way_is_tried_again_and_never_recorded_as_refused() {
+    if !have_minisign() {
+        return;
+    }
+    let w = World::start().await;
+    let keys = keygen(w.dir.path(), "trusted");
+    let bin = portable_install(&w);
+    let mut d = spawn_updating(&w, &bin, &keys.public, "notify", &w.gh.origin());
+    let client = d.client().await;
+    // Signed by a key the service does not trust: once downloaded, it is refused for that.
+    let other = keygen(w.dir.path(), "other");
+    let script = "#!/bin/sh\necho \"runner-manager 9.0.0\"\n";
+    let assets = script_release(w.dir.path(), &other, "9.0.0", script);
+    w.gh.publish_release(FEED_REPO, "v9.0.0", &assets);
+    // The download host answers 503 to every asset.
+    w.gh.inject_fault(rm_testkit::FaultRule::always(
+        rm_testkit::EndpointMatch::name("release_asset"),
+        rm_testkit::Fault::Status5xx {
+            status: 503,
+            rate: 1.0,
+        },
+    ));
+    w.gh.reset_counters();
+    let s = client.update(&UpdateRequest { apply: true }).await.unwrap();
+    // Tried again (three times in all), then left for the next check: not refused.
+    assert_eq!(s.state, UpdateState::Available, "{s:?}");
+    let m = s.message.clone().unwrap();
+    assert!(
+        m.contains("could not be downloaded") && m.contains("503"),
+        "{m}"
+    );
+    assert!(s.fix.unwrap().contains("network and free disk space"));
+    assert_eq!(w.gh.counters().endpoint("release_asset").requests, 3);
+    // The way is clear: the next try downloads it, and only now is it judged (and refused,
+    // for its key: it was never marked refused before).
+    w.gh.clear_faults();
+    let s = client.update(&UpdateRequest { apply: true }).await.unwrap();
+    assert_eq!(s.state, UpdateState::Failed, "{s:?}");
+    assert!(
+        s.message.unwrap().contains("signature does not verify"),
+        "refused for what it is"
+    );
+    assert_eq!(version_of(&w.socket()).await.as_deref(), Some(CURRENT));
+    d.terminate(Duration::from_secs(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_that_does_not_start_is_rolled_back_and_not_retried() {
     if !have_minisign() {
         return;

@@ -371,7 +371,7 @@ impl Updater {
         let me = Arc::clone(self);
         let staged = tokio::task::spawn_blocking(move || {
             let Ok(key) = &me.key else {
-                return Err("no trusted key".to_owned());
+                return Err(stage::StageError::Refused("no trusted key".to_owned()));
             };
             let mut last = Instant::now() - Duration::from_secs(1);
             let v = release.version.to_string();
@@ -390,21 +390,59 @@ impl Updater {
                     });
                 }
             };
-            stage::stage(
-                &me.feed,
-                key,
-                &release,
-                &me.installed,
-                &me.current,
-                &me.data_dir,
-                &mut progress,
-            )
+            // A transient failure (no answer, a 5xx, the disk) is tried again here, a few
+            // times with a growing wait; it is never recorded as a refused release.
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match stage::stage(
+                    &me.feed,
+                    key,
+                    &release,
+                    &me.installed,
+                    &me.current,
+                    &me.data_dir,
+                    &mut progress,
+                ) {
+                    Err(stage::StageError::Transient(detail)) if tries < STAGE_TRIES => {
+                        let wait = STAGE_RETRY_FIRST * 3u32.pow(tries - 1);
+                        tracing::warn!(%detail, tries, wait_secs = wait.as_secs(), "staging the update failed; trying again");
+                        std::thread::sleep(wait);
+                    }
+                    other => return other,
+                }
+            }
         })
         .await
-        .unwrap_or_else(|e| Err(format!("the download task failed: {e}")));
+        .unwrap_or_else(|e| {
+            Err(stage::StageError::Transient(format!(
+                "the download task failed: {e}"
+            )))
+        });
         let staged = match staged {
             Ok(s) => s,
-            Err(reason) => {
+            Err(stage::StageError::Transient(detail)) => {
+                let _ = std::fs::remove_dir_all(
+                    self.data_dir
+                        .join(record::UPDATES_DIR)
+                        .join(version.to_string()),
+                );
+                tracing::warn!(%version, %detail, "the update could not be staged; tried again at the next check");
+                self.set(|s| {
+                    s.state = UpdateState::Available;
+                    s.message = Some(format!(
+                        "runner-manager {version} could not be downloaded ({detail}); tried again \
+                         at the next check"
+                    ));
+                    s.fix = Some(
+                        "check this machine's network and free disk space, or retry now with \
+                         `runner-manager update`"
+                            .into(),
+                    );
+                });
+                return;
+            }
+            Err(stage::StageError::Refused(reason)) => {
                 // Nothing refused is kept.
                 let _ = std::fs::remove_dir_all(
                     self.data_dir
@@ -441,6 +479,10 @@ impl Updater {
         }
     }
 }
+
+/// Tries of one staging when it fails transiently, and the first wait (tripled each time).
+const STAGE_TRIES: u32 = 3;
+const STAGE_RETRY_FIRST: Duration = Duration::from_secs(2);
 
 fn keep(previous: UpdateState) -> UpdateState {
     match previous {

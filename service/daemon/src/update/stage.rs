@@ -3,7 +3,7 @@
 //! signed with the release key, the asset's SHA-256 matches, the version is newer than ours,
 //! and the new binary itself reports that version.
 
-use super::feed::{Feed, Release};
+use super::feed::{Feed, FeedError, Release};
 use super::install::{Installed, PortableMarker, PORTABLE_BINARY};
 use super::verify::{self, TrustedKey, SIG_SUFFIX, SUMS};
 use semver::Version;
@@ -51,6 +51,26 @@ impl Staged {
     }
 }
 
+/// Why a release was not staged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StageError {
+    /// Something on this side or on the way failed (no answer, a 5xx, the disk full): the
+    /// release itself may be fine, so it is tried again, never recorded as refused.
+    #[error("{0}")]
+    Transient(String),
+    /// The release failed a check (signature, checksum, version, contents): not applied again
+    /// unless asked.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<String> for StageError {
+    /// A check that failed: the release's fault.
+    fn from(reason: String) -> Self {
+        StageError::Refused(reason)
+    }
+}
+
 /// Fetches and checks `release` for `installed`. `progress(downloaded, total)`.
 pub fn stage(
     feed: &Feed,
@@ -60,24 +80,25 @@ pub fn stage(
     current: &Version,
     data_dir: &Path,
     progress: &mut dyn FnMut(u64, Option<u64>),
-) -> Result<Staged, String> {
+) -> Result<Staged, StageError> {
     let version = &release.version;
     if version <= current {
-        return Err(format!(
+        return Err(StageError::Refused(format!(
             "the feed's release {version} is not newer than this runner-manager ({current}): refused"
-        ));
+        )));
     }
     let asset = match installed {
         Installed::Portable { .. } => portable_asset(version),
         Installed::Deb { .. } => deb_asset(version),
-        Installed::Unmanaged { why, .. } => return Err(why.clone()),
+        Installed::Unmanaged { why, .. } => return Err(StageError::Refused(why.clone())),
     };
     let dir = data_dir
         .join(super::record::UPDATES_DIR)
         .join(version.to_string());
     // A fresh directory each time: nothing half-downloaded or from another try is trusted.
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| StageError::Transient(format!("cannot create {}: {e}", dir.display())))?;
     let names = [
         SUMS.to_owned(),
         format!("{SUMS}{SIG_SUFFIX}"),
@@ -91,18 +112,25 @@ pub fn stage(
     let mut before = 0u64;
     for name in &names {
         let a = release.asset(name).ok_or_else(|| {
-            format!(
+            StageError::Refused(format!(
                 "release {} has no {name}: it cannot be verified, so it is not installed",
                 release.tag
-            )
+            ))
         })?;
         let got = feed
             .download(a, &dir.join(name), &mut |n, _| progress(before + n, total))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match e {
+                // No answer, a 5xx, or our own disk: the release is not at fault.
+                e if e.is_offline() => StageError::Transient(e.to_string()),
+                FeedError::Io(detail) => StageError::Transient(detail),
+                e => StageError::Refused(e.to_string()),
+            })?;
         before += got;
     }
-    verify::verify_asset(key, &dir, &version.to_string(), &asset)
-        .map_err(|e| format!("release {version} refused: {e}"))?;
+    verify::verify_asset(key, &dir, &version.to_string(), &asset).map_err(|e| match e {
+        verify::VerifyError::Unreadable(detail) => StageError::Transient(detail),
+        e => StageError::Refused(format!("release {version} refused: {e}")),
+    })?;
     let staged = match installed {
         Installed::Portable { .. } => unpack_portable(&dir, &asset, version)?,
         _ => {

@@ -103,6 +103,11 @@ pub(crate) async fn latest(shared: &Arc<Shared>, req: &Req, path: &str, repo: &s
 
 /// `/_releases/{id}/{name}`: an asset's bytes.
 pub(crate) async fn asset(shared: &Arc<Shared>, req: &Req) -> Response {
+    if let Outcome::Respond(resp) =
+        faults::apply(shared, req, &req.path, "release_asset", 0, None).await
+    {
+        return resp;
+    }
     let rest = req.path.trim_start_matches("/_releases/");
     let found = rest.split_once('/').and_then(|(id, name)| {
         let id: u64 = id.parse().ok()?;
