@@ -18,6 +18,12 @@
 # must be that public key's secret half: a release that installed services would refuse is
 # refused here, before anything is built.
 #
+# Rotating the release key: build with RUNNER_MANAGER_RELEASE_PUBKEY_FILE naming the new public
+# key, sign with the new secret key, and set RUNNER_MANAGER_ENDORSING_KEY_FILE to the previous
+# (still trusted) secret key: the release then carries release-key.pub (the new key) and
+# release-key.pub.minisig (the previous key's signature over it), which installed services
+# check with the key they trust and then trust the new one.
+#
 # The version is the workspace version: the checkout's files are copied to a scratch directory
 # (the committed tree; RM_RELEASE_ALLOW_DIRTY=1 takes the working tree's files instead, for
 # tests), `[workspace.package] version` is set to VERSION there, and everything is built from
@@ -226,6 +232,12 @@ sign() { # $1 = file, $2 = trusted comment
 sign SHA256SUMS "runner-manager $version SHA256SUMS"
 sign "$debname" "runner-manager $version $debname"
 sign "$pname.tar.gz" "runner-manager $version $pname.tar.gz"
+if [[ -n ${RUNNER_MANAGER_ENDORSING_KEY_FILE:-} ]]; then
+    install -m 0600 "$RUNNER_MANAGER_ENDORSING_KEY_FILE" "$work/endorsing.key"
+    cp "$pubkey_file" "$out/release-key.pub"
+    minisign -S -s "$work/endorsing.key" -m "$out/release-key.pub" -x "$out/release-key.pub.minisig" \
+        -t "runner-manager release key" </dev/null >/dev/null
+fi
 # What the binaries trust must verify what was signed (checked above; this catches a slip).
 minisign -Vq -p "$pubkey_file" -m "$out/SHA256SUMS" || {
     echo "release.sh: SHA256SUMS does not verify with $pubkey_file" >&2; exit 1; }

@@ -334,6 +334,76 @@ async fn a_download_that_fails_on_the_way_is_tried_again_and_never_recorded_as_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_signed_with_a_new_key_endorsed_by_the_trusted_one_is_accepted_and_the_key_kept()
+{
+    if !have_minisign() {
+        return;
+    }
+    let w = World::start().await;
+    let keys = keygen(w.dir.path(), "trusted");
+    let next = keygen(w.dir.path(), "next");
+    let bin = portable_install(&w);
+    let mut d = spawn_updating(&w, &bin, &keys.public, "notify", &w.gh.origin());
+    let client = d.client().await;
+    // The binary reports another version: refused after the signatures, so nothing is swapped
+    // and what refused it says how far verification went.
+    let script = "#!/bin/sh\necho \"runner-manager 9.0.1\"\n";
+    let endorse = |dir: &Path, by: &Keys| {
+        let key = dir.join("release-key.pub");
+        fs::copy(&next.public, &key).unwrap();
+        sign(by, &key, "runner-manager release key");
+    };
+
+    // Endorsed by a key the service does not trust: refused on the signature.
+    let stranger = keygen(w.dir.path(), "stranger");
+    let assets = script_release(&w.dir.path().join("a"), &next, "9.0.0", script);
+    endorse(&w.dir.path().join("a/release-9.0.0"), &stranger);
+    w.gh.publish_release(
+        FEED_REPO,
+        "v9.0.0",
+        &listing(&w.dir.path().join("a/release-9.0.0")),
+    );
+    drop(assets);
+    let s = client.update(&UpdateRequest { apply: true }).await.unwrap();
+    assert_eq!(s.state, UpdateState::Failed, "{s:?}");
+    assert!(s.message.unwrap().contains("signature does not verify"));
+    assert!(!w.data_dir().join("release-key.learnt.pub").exists());
+
+    // Endorsed by the trusted key: the signatures pass, the new key is kept.
+    script_release(&w.dir.path().join("b"), &next, "9.0.2", script);
+    endorse(&w.dir.path().join("b/release-9.0.2"), &keys);
+    w.gh.publish_release(
+        FEED_REPO,
+        "v9.0.2",
+        &listing(&w.dir.path().join("b/release-9.0.2")),
+    );
+    let s = client.update(&UpdateRequest { apply: true }).await.unwrap();
+    assert_eq!(s.state, UpdateState::Failed, "{s:?}");
+    let m = s.message.unwrap();
+    assert!(
+        m.contains("binary reports 9.0.1"),
+        "past the signatures: {m}"
+    );
+    assert_eq!(
+        fs::read_to_string(w.data_dir().join("release-key.learnt.pub")).unwrap(),
+        fs::read_to_string(&next.public).unwrap()
+    );
+
+    // The next release, signed with the new key alone (no endorsement), is trusted too.
+    script_release(&w.dir.path().join("c"), &next, "9.0.3", script);
+    w.gh.publish_release(
+        FEED_REPO,
+        "v9.0.3",
+        &listing(&w.dir.path().join("c/release-9.0.3")),
+    );
+    let s = client.update(&UpdateRequest { apply: true }).await.unwrap();
+    let m = s.message.unwrap();
+    assert!(m.contains("binary reports 9.0.1"), "{m}");
+    assert_eq!(version_of(&w.socket()).await.as_deref(), Some(CURRENT));
+    d.terminate(Duration::from_secs(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_that_does_not_start_is_rolled_back_and_not_retried() {
     if !have_minisign() {
         return;

@@ -373,6 +373,9 @@ impl Updater {
             let Ok(key) = &me.key else {
                 return Err(stage::StageError::Refused("no trusted key".to_owned()));
             };
+            // The built-in key, and one an earlier release introduced (a rotation).
+            let learnt = TrustedKey::learnt(&me.data_dir);
+            let keys: Vec<&TrustedKey> = std::iter::once(key).chain(learnt.as_ref()).collect();
             let mut last = Instant::now() - Duration::from_secs(1);
             let v = release.version.to_string();
             let mut progress = |done: u64, total: Option<u64>| {
@@ -397,7 +400,7 @@ impl Updater {
                 tries += 1;
                 match stage::stage(
                     &me.feed,
-                    key,
+                    &keys,
                     &release,
                     &me.installed,
                     &me.current,

@@ -74,7 +74,7 @@ impl From<String> for StageError {
 /// Fetches and checks `release` for `installed`. `progress(downloaded, total)`.
 pub fn stage(
     feed: &Feed,
-    key: &TrustedKey,
+    keys: &[&TrustedKey],
     release: &Release,
     installed: &Installed,
     current: &Version,
@@ -110,24 +110,60 @@ pub fn stage(
         .map(|n| release.asset(n).and_then(|a| a.size))
         .sum();
     let mut before = 0u64;
-    for name in &names {
+    let mut fetch = |name: &str, before: &mut u64| -> Result<(), StageError> {
         let a = release.asset(name).ok_or_else(|| {
             StageError::Refused(format!(
                 "release {} has no {name}: it cannot be verified, so it is not installed",
                 release.tag
             ))
         })?;
+        let start = *before;
         let got = feed
-            .download(a, &dir.join(name), &mut |n, _| progress(before + n, total))
+            .download(a, &dir.join(name), &mut |n, _| progress(start + n, total))
             .map_err(|e| match e {
                 // No answer, a 5xx, or our own disk: the release is not at fault.
                 e if e.is_offline() => StageError::Transient(e.to_string()),
                 FeedError::Io(detail) => StageError::Transient(detail),
                 e => StageError::Refused(e.to_string()),
             })?;
-        before += got;
+        *before += got;
+        Ok(())
+    };
+    for name in &names {
+        fetch(name.as_str(), &mut before)?;
     }
-    verify::verify_asset(key, &dir, &version.to_string(), &asset).map_err(|e| match e {
+    let v = version.to_string();
+    let mut verified = Err(verify::VerifyError::Unreadable("no trusted key".into()));
+    for key in keys {
+        verified = verify::verify_asset(key, &dir, &v, &asset);
+        if verified.is_ok() {
+            break;
+        }
+    }
+    // Signed with a key this host does not trust yet: the release may carry it, endorsed by a
+    // key it does (a rotation). Learnt only when the endorsement and the release both verify.
+    let endorsement = format!("{}{SIG_SUFFIX}", verify::NEXT_KEY);
+    if matches!(verified, Err(verify::VerifyError::BadSignature { .. }))
+        && release.asset(verify::NEXT_KEY).is_some()
+        && release.asset(&endorsement).is_some()
+    {
+        fetch(verify::NEXT_KEY, &mut before)?;
+        fetch(&endorsement, &mut before)?;
+        for key in keys {
+            let Ok((next, text)) =
+                key.endorse(&dir.join(verify::NEXT_KEY), &dir.join(&endorsement))
+            else {
+                continue;
+            };
+            verified = verify::verify_asset(&next, &dir, &v, &asset);
+            if verified.is_ok() {
+                learn_key(data_dir, &text).map_err(StageError::Transient)?;
+                tracing::info!(%version, endorsed_by = %key.origin, "the release is signed with a new release key, endorsed by a trusted one: trusted from now on");
+                break;
+            }
+        }
+    }
+    verified.map_err(|e| match e {
         verify::VerifyError::Unreadable(detail) => StageError::Transient(detail),
         e => StageError::Refused(format!("release {version} refused: {e}")),
     })?;
@@ -143,6 +179,15 @@ pub fn stage(
         }
     };
     Ok(staged)
+}
+
+/// Keeps a release key learnt from an endorsement (written whole, then renamed into place).
+fn learn_key(data_dir: &Path, text: &str) -> Result<(), String> {
+    let path = data_dir.join(verify::LEARNT_KEY_FILE);
+    let tmp = data_dir.join(format!("{}.new", verify::LEARNT_KEY_FILE));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("cannot keep the new release key in {}: {e}", path.display()))
 }
 
 fn unpack_portable(dir: &Path, asset: &str, version: &Version) -> Result<Staged, String> {

@@ -21,6 +21,15 @@ pub const BUILT_IN_KEY: &str = match option_env!("RUNNER_MANAGER_RELEASE_PUBKEY"
     None => include_str!("../../../../installer/release-key.pub"),
 };
 
+/// A release signed with a new key carries it as this asset, with `<it>.minisig`: a signature
+/// by a key already trusted (the previous release key), whose trusted comment is
+/// [`KEY_COMMENT`]. That is how the release key is rotated without reinstalling.
+pub const NEXT_KEY: &str = "release-key.pub";
+/// The trusted comment of a key's endorsement.
+pub const KEY_COMMENT: &str = "runner-manager release key";
+/// Where, in the data directory, the updater keeps a key it learnt that way.
+pub const LEARNT_KEY_FILE: &str = "release-key.learnt.pub";
+
 /// The name of the checksum list in every release.
 pub const SUMS: &str = "SHA256SUMS";
 /// Detached signatures are `<asset>.minisig`.
@@ -66,6 +75,33 @@ impl TrustedKey {
     /// The key built into this binary.
     pub fn built_in() -> Result<TrustedKey, String> {
         Self::parse(BUILT_IN_KEY, "built in")
+    }
+
+    /// The key an earlier release introduced (see [`NEXT_KEY`]), if one was learnt.
+    pub fn learnt(data_dir: &Path) -> Option<TrustedKey> {
+        let text = std::fs::read_to_string(data_dir.join(LEARNT_KEY_FILE)).ok()?;
+        Self::parse(&text, "endorsed by an earlier release key").ok()
+    }
+
+    /// The key in `key_file` if `sig` is this key's endorsement of it: answers it and the
+    /// file's text (to keep).
+    pub fn endorse(
+        &self,
+        key_file: &Path,
+        sig: &Path,
+    ) -> Result<(TrustedKey, String), VerifyError> {
+        let comment = self.verify_file(NEXT_KEY, key_file, sig)?;
+        if comment.trim() != KEY_COMMENT {
+            return Err(VerifyError::BadSignature {
+                asset: NEXT_KEY.to_owned(),
+                detail: format!("signed as {comment:?}, not as a release key"),
+            });
+        }
+        let text = std::fs::read_to_string(key_file)
+            .map_err(|e| VerifyError::Unreadable(format!("cannot read {NEXT_KEY}: {e}")))?;
+        let key = Self::parse(&text, "endorsed by an earlier release key")
+            .map_err(VerifyError::Unreadable)?;
+        Ok((key, text))
     }
 
     /// A key file (minisign's public key format). Only honoured by builds with debug
