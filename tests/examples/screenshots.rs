@@ -12,7 +12,7 @@ use rm_e2e::pool::{join, pool_status};
 use rm_e2e::postgres::Cluster;
 use rm_e2e::tray::{Menu, Session, SessionOptions};
 use rm_e2e::{fake_github, routing_label, Daemon};
-use rm_testkit::{Conclusion, EndpointMatch, Fault, FaultRule, JobSpec, JobStatus};
+use rm_testkit::{Behaviour, Conclusion, EndpointMatch, Fault, FaultRule, JobSpec, JobStatus};
 
 /// The label of the pool in the pool screenshot.
 const POOL_LABEL: &str = "rm-pool-linux-x64";
@@ -272,6 +272,34 @@ async fn main() {
                 gh.jobs().iter().all(|j| j.status == JobStatus::Completed)
             })
             .await;
+            // A runner that dies in the middle of its job: the failure says which job and how
+            // the runner ended.
+            gh.queue_run(
+                "octo/hello",
+                vec![JobSpec::new("integration", &["self-hosted", &label])
+                    .behaviour(Behaviour::Crash)],
+            )
+            .unwrap();
+            let start = Instant::now();
+            loop {
+                let out = d.run(&["status", "--json"]).await;
+                let crashed = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                    .ok()
+                    .and_then(|v| {
+                        v["recent_failures"]
+                            .as_array()
+                            .map(|f| f.iter().any(|f| f["reason"] == "runner_crashed"))
+                    })
+                    .unwrap_or(false);
+                if crashed {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(90),
+                    "timed out: the crash"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             settle().await;
             s.screenshot(&shot("dashboard-failure"), Some("runner-manager"))
                 .await;

@@ -353,6 +353,20 @@ fn a_crashed_runner_notifies_with_its_job_and_how_it_ended() {
          while running job build (run 7 of octo/app). What to do: re-run the job from its page \
          on GitHub."
     );
+    // The attention line (tray menu, dashboard) says it too.
+    let v = m.view(t(5100));
+    let concern = v
+        .concerns
+        .iter()
+        .find(|c| c.code == "runner_failed")
+        .unwrap();
+    assert!(
+        concern
+            .fix
+            .starts_with("The runner was killed by signal 9 (SIGKILL) while running job build"),
+        "{}",
+        concern.fix
+    );
 }
 
 #[test]

@@ -479,7 +479,11 @@ impl Model {
                         String::new()
                     }
                 ),
-                fix: fix_sentence(&latest.fix),
+                // What happened to this runner (its job, how it ended) before what to do.
+                fix: match &latest.detail {
+                    Some(detail) => format!("{detail} {}", fix_sentence(&latest.fix)),
+                    None => fix_sentence(&latest.fix),
+                },
             });
         }
         out
