@@ -7,9 +7,10 @@
 //! `--planner` polls at the budget planner's interval for one target (`BudgetPoll`), as the
 //! service does.
 //!
-//! `--pattern isolated|overlapping|long|burst` (default `isolated`, the one-at-a-time stream
-//! above) runs jobs that overlap, on a host of `--capacity` (default 4) slots and a policy of as
-//! many: `overlapping` queues rounds of three `--job-ms` jobs (default 8 s) at 0, 1/5 and 1/2 of
+//! `--pattern isolated|spaced|overlapping|long|burst` (default `isolated`, the one-at-a-time
+//! stream above) runs jobs that overlap, on a host of `--capacity` (default 4) slots and a policy
+//! of as many: `spaced` queues rounds of three `--job-ms` jobs (default 5 s) 1.5 s apart (the
+//! reported case); `overlapping` queues rounds of three `--job-ms` jobs (default 8 s) at 0, 1/5 and 1/2 of
 //! their length (the 40 s jobs at 0, 8, 20 s, scaled); `long` queues a job longer than
 //! every refresh interval (default 35 s) every third of its length, so about three run at once;
 //! `burst` queues `--capacity` jobs at once per round. Each prints queued → spawned (launches
@@ -17,8 +18,10 @@
 //! started − jobs served), which must be 0.
 //!
 //! It also prints what the whole service charged against GitHub's primary rate limit per job
-//! served (the fake's counters, from the cleanup of a first, unmeasured job to the last job's
-//! cleanup; the start with that first job is printed apart).
+//! served (the fake's counters, from the cleanup of a first, unmeasured job to `--settle-ms`,
+//! default 62 s, after the last job's cleanup, so that what the service still reads about the
+//! jobs served is counted: the confirmation that the last runners left GitHub, the
+//! `in_progress` backstop; the start with that first job is printed apart).
 //! `--job-ms MS` sets each job's duration (default 50); `--inventory-refresh-ms MS` overrides
 //! the agent's `inventory_refresh` (0: list the runner inventory on every pass with a live
 //! runner, the rule before that setting existed); `--etag-versions N` how many versions per
@@ -157,6 +160,9 @@ async fn main() -> anyhow::Result<()> {
     let planner_poll = use_planner.then(|| BudgetPoll::new(client.clone(), 1));
     let mut config = LifecycleConfig::new(poll);
     config.exit_poll = Duration::from_millis(200);
+    // Confirms finished runners gone after 1 minute (the service: 5), so that the settling
+    // time below counts those reads (more of them than the service makes).
+    config.agent.removal_confirm = Duration::from_secs(60);
     if inventory_refresh_ms != u64::MAX {
         config.agent.inventory_refresh = Duration::from_millis(inventory_refresh_ms);
     }
@@ -180,6 +186,7 @@ async fn main() -> anyhow::Result<()> {
     if pattern != Pattern::Isolated {
         let schedule = pattern.schedule(jobs, job_ms, capacity);
         let result = run_schedule(&gh, &label, &schedule, &mut events, &data).await;
+        settle().await;
         let _ = tx.send(true);
         let _ = runner.await;
         let (to_spawn, to_taken, surplus) = result?;
@@ -275,6 +282,7 @@ async fn main() -> anyhow::Result<()> {
         };
         tokio::time::sleep(Duration::from_millis((i * 7919 + 131) % cycle.max(1))).await;
     }
+    settle().await;
     let _ = tx.send(true);
     let _ = runner.await;
 
@@ -294,6 +302,14 @@ async fn main() -> anyhow::Result<()> {
     report("launch (reserve -> starting)", launch_total);
     print_charges(&gh, jobs, job_ms, Some(&at_start.unwrap_or_default()));
     Ok(())
+}
+
+/// Lets the service run on after the last job for `--settle-ms` (default 62 s), so what it
+/// still reads about the jobs served (the confirmation that the last runners left GitHub, at
+/// most `removal_confirm` = 60 s on; the `in_progress` backstop) is counted too.
+async fn settle() {
+    let ms = arg("--settle-ms", 62_000).unwrap_or(62_000);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
 /// What the service charged per job: since `at_start` (the counters after the unmeasured first
@@ -335,6 +351,8 @@ enum Pattern {
     Isolated,
     /// Rounds of three jobs at 0, 1/5 and 1/2 of their length.
     Overlapping,
+    /// Rounds of three jobs queued 1.5 s apart (the reported case: three 5 s jobs).
+    Spaced,
     /// Jobs longer than every refresh interval, one every third of their length.
     Long,
     /// `capacity` jobs at once per round.
@@ -350,9 +368,12 @@ impl Pattern {
         match args.get(i + 1).map(String::as_str) {
             Some("isolated") => Ok(Pattern::Isolated),
             Some("overlapping") => Ok(Pattern::Overlapping),
+            Some("spaced") => Ok(Pattern::Spaced),
             Some("long") => Ok(Pattern::Long),
             Some("burst") => Ok(Pattern::Burst),
-            other => anyhow::bail!("--pattern {other:?}: use isolated, overlapping, long or burst"),
+            other => anyhow::bail!(
+                "--pattern {other:?}: use isolated, spaced, overlapping, long or burst"
+            ),
         }
     }
 
@@ -360,6 +381,7 @@ impl Pattern {
         match self {
             Pattern::Isolated => 50,
             Pattern::Overlapping => 8_000,
+            Pattern::Spaced => 5_000,
             // Longer than the 30 s inventory refresh and every poll interval.
             Pattern::Long => 35_000,
             Pattern::Burst => 3_000,
@@ -381,6 +403,12 @@ impl Pattern {
                     }
                     // The next round once this one has drained.
                     round_start += len / 2 + len + Duration::from_secs(3);
+                }
+                Pattern::Spaced => {
+                    for i in 0..3u32 {
+                        out.push((round_start + Duration::from_millis(1_500) * i, len));
+                    }
+                    round_start += Duration::from_millis(3_000) + len + Duration::from_secs(3);
                 }
                 Pattern::Long => {
                     out.push((round_start, len));

@@ -220,6 +220,23 @@ impl GitHubPort for GitHubAdapter {
         self.client.runs_job(runner_name)
     }
 
+    fn runner_took_job(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        job_name: Option<&str>,
+        labels: &rm_core::LabelSet,
+        os: rm_core::Os,
+        arch: rm_core::Arch,
+    ) -> bool {
+        self.client
+            .runner_took_job(target, runner_name, job_name, labels, os, arch)
+    }
+
+    async fn runner_job_over(&self, runner_name: &str) {
+        self.client.runner_job_over(runner_name).await
+    }
+
     async fn delete_runner(
         &self,
         target: &Target,

@@ -323,6 +323,11 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
             })
     }
 
+    async fn job_name(&self, runtime: &Path) -> Option<String> {
+        let name = name_of(runtime).ok()?;
+        self.host.running_job_name(&name).await
+    }
+
     async fn evidence(&self, runtime: &Path) -> Evidence {
         let Ok(name) = name_of(runtime) else {
             return Evidence::None;

@@ -57,6 +57,12 @@ pub struct AgentConfig {
     /// left for GitHub to remove. The default tries at 0, 1, 4 and 11 minutes: past GitHub's
     /// ~10 minutes for a runner that vanished mid-job, 4 charged requests in all.
     pub removal_retry: Vec<Duration>,
+    /// A runner that reported its job completed and exited 0 is concluded without reading
+    /// GitHub's inventory (GitHub deletes an ephemeral registration itself); the next read
+    /// confirms it gone, and one is made for that once the oldest such runner has waited this
+    /// long (see `unconfirmed_removals`). Default 5 minutes: a registration GitHub failed to
+    /// remove is offline and takes no job meanwhile.
+    pub removal_confirm: Duration,
     /// How long a stopped runner gets before it is killed.
     pub stop_grace: Duration,
     /// A launch slower than this logs a warning.
@@ -93,6 +99,7 @@ impl Default for AgentConfig {
                 Duration::from_secs(180),
                 Duration::from_secs(420),
             ],
+            removal_confirm: Duration::from_secs(300),
             stop_grace: Duration::from_secs(10),
             slow_launch: Duration::from_secs(60),
             drain_deadline: Some(Duration::from_secs(60)),

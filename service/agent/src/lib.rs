@@ -19,6 +19,7 @@ mod refused_removals;
 mod secret;
 mod supervise;
 mod target_loop;
+mod unconfirmed_removals;
 mod why;
 
 pub use clock::{Clock, FakeClock, SystemClock};

@@ -66,9 +66,11 @@ where
         self.retry_refused_removals().await;
         let own = self.policy_ids();
         if own.is_empty() {
+            self.confirm_removals_if_due(true).await;
             return false;
         }
         if !startup && self.known_quiet(&own) {
+            self.confirm_removals_if_due(true).await;
             return false;
         }
         let attempts = match self.ports.journal.uncleaned_attempts_of(&own).await {
@@ -78,6 +80,8 @@ where
                 return false;
             }
         };
+        self.confirm_removals_if_due(!attempts.iter().any(|a| own.contains(&a.policy_id())))
+            .await;
         self.note_quiet(&own, !attempts.iter().any(|a| own.contains(&a.policy_id())));
         let mine: Vec<Attempt> = attempts
             .into_iter()
@@ -118,10 +122,9 @@ where
             match self.ports.github.runners(&self.target).await {
                 Ok(list) => {
                     *locked(&self.inventory_read_at) = Some(self.now());
-                    (
-                        Some(list.into_iter().map(|v| (v.name.clone(), v)).collect()),
-                        true,
-                    )
+                    let listed = list.into_iter().map(|v| (v.name.clone(), v)).collect();
+                    self.confirm_removals(&listed).await;
+                    (Some(listed), true)
                 }
                 Err(e) => {
                     tracing::warn!(gh_target = %self.target, error = %e, "runner inventory unreadable; nothing destructive this pass");
@@ -138,10 +141,13 @@ where
                 && !attempt.is_terminal()
                 && !self.seen_taking_a_job(&attempt)
                 && !self.worker_started(&attempt).await
+                && !self.finished_its_job(&attempt).await
             {
+                self.report_job_taken(&attempt).await;
                 continue;
             }
-            self.supervise_one(attempt, &mut inventory, startup).await;
+            self.supervise_one(attempt, &mut inventory, startup, look)
+                .await;
         }
         reached
     }
@@ -170,7 +176,9 @@ where
                 // and nothing about it is stale; only its process ending needs a look.
                 if self.ports.github.runs_job(a.runner_name()) {
                     if let Some(process) = a.process() {
-                        if matches!(self.ports.host.inspect(process).await, Ok(false)) {
+                        if matches!(self.ports.host.inspect(process).await, Ok(false))
+                            && !self.finished_its_job(a).await
+                        {
                             return true;
                         }
                     }
@@ -197,6 +205,11 @@ where
             let Ok(alive) = self.ports.host.inspect(process).await else {
                 continue;
             };
+            // A listener that said its job completed and exited 0 is concluded on its own
+            // word (R21); its registration is confirmed gone by a later read.
+            if !alive && self.finished_its_job(a).await {
+                continue;
+            }
             // A live process of a concluded attempt is only stopped while GitHub answers; a
             // dead one of a live attempt is concluded on GitHub's view.
             if alive == a.is_terminal() {
@@ -220,6 +233,75 @@ where
                 .job_ran()
     }
 
+    /// A live attempt whose listener reported its job completed ("Job … completed with
+    /// result") and exited 0, as the service saw it exit: GitHub removes such a JIT runner's
+    /// registration itself (GITHUB.md §6.3), so concluding it needs no look at the inventory.
+    async fn finished_its_job(&self, a: &Attempt) -> bool {
+        let Some(process) = a.process() else {
+            return false;
+        };
+        if a.is_terminal() || !a.state().has_process() {
+            return false;
+        }
+        if !matches!(self.ports.host.inspect(process).await, Ok(false)) {
+            return false;
+        }
+        if !self
+            .ports
+            .host
+            .exit_of(process)
+            .await
+            .is_some_and(|e| e.is_clean())
+        {
+            return false;
+        }
+        self.ports
+            .host
+            .evidence(&self.ports.host.runtime_dir(a.id()))
+            .await
+            == Evidence::JobCompleted
+    }
+
+    /// A live busy runner's job, reported once to the GitHub port with the name its console
+    /// gave (retried on later passes while the name is not written yet).
+    async fn report_job_taken(&self, a: &Attempt) {
+        if a.state() != AttemptState::Busy || a.process().is_none() {
+            return;
+        }
+        self.report_job_taken_even_if_dead(a).await;
+    }
+
+    async fn report_job_taken_even_if_dead(&self, a: &Attempt) {
+        if locked(&self.jobs_reported).contains(a.id()) {
+            return;
+        }
+        let of_policy = |list: &[rm_core::Policy]| {
+            list.iter()
+                .find(|p| p.id() == a.policy_id())
+                .map(|p| p.labels().clone())
+        };
+        let known_policy = of_policy(&locked(&self.policies));
+        let Some(labels) = known_policy.or_else(|| of_policy(&locked(&self.vanished))) else {
+            return;
+        };
+        let name = self
+            .ports
+            .host
+            .job_name(&self.ports.host.runtime_dir(a.id()))
+            .await;
+        let known = self.ports.github.runner_took_job(
+            &self.target,
+            a.runner_name(),
+            name.as_deref(),
+            &labels,
+            self.config.os,
+            self.config.arch,
+        );
+        if known || name.is_some() {
+            locked(&self.jobs_reported).insert(a.id().clone());
+        }
+    }
+
     /// A live `starting`/`idle` attempt (no stop asked) whose runner GitHub's job listings show
     /// running a job: it is busy by GitHub's word, to be journalled so without a listing.
     fn seen_taking_a_job(&self, a: &Attempt) -> bool {
@@ -229,7 +311,15 @@ where
             && self.ports.github.runs_job(a.runner_name())
     }
 
-    async fn supervise_one(&self, mut attempt: Attempt, inventory: &mut Inventory, startup: bool) {
+    /// `looked`: the inventory was read this pass (else a runner it does not list is only
+    /// presumed gone, and confirmed later: see `unconfirmed_removals`).
+    async fn supervise_one(
+        &self,
+        mut attempt: Attempt,
+        inventory: &mut Inventory,
+        startup: bool,
+        looked: bool,
+    ) {
         let mut alive_seen = false;
         for _ in 0..MAX_STEPS {
             if attempt.needs_cleaning() && !self.cleanup_due(attempt.id()) {
@@ -271,6 +361,16 @@ where
                     }
                 }
                 Decision::Conclude(conclusion) => {
+                    let presumed_gone = !looked && seen.listed.is_none();
+                    if attempt.state() == AttemptState::Busy || seen.obs.evidence.job_ran() {
+                        // Which job it ran, by GitHub's word, before the conclusion is
+                        // announced (the fork guard and the failure notice read it).
+                        self.report_job_taken_even_if_dead(&attempt).await;
+                        self.ports
+                            .github
+                            .runner_job_over(attempt.runner_name())
+                            .await;
+                    }
                     let Some(deregistered) =
                         self.deregister(&attempt, seen.listed, inventory).await
                     else {
@@ -284,6 +384,11 @@ where
                         break;
                     }
                     crate::failpoint!("after_conclude");
+                    if presumed_gone {
+                        if let Some(id) = attempt.runner_id() {
+                            self.confirm_removal_later(attempt.id(), attempt.runner_name(), id);
+                        }
+                    }
                     self.emit(EventKind::Concluded {
                         attempt: attempt.id().clone(),
                         outcome: attempt.outcome().unwrap_or(conclusion.outcome),
@@ -302,6 +407,7 @@ where
                 break;
             }
         }
+        self.report_job_taken(&attempt).await;
         if startup && alive_seen && !attempt.is_terminal() {
             self.emit(EventKind::Adopted {
                 attempt: attempt.id().clone(),
@@ -537,6 +643,7 @@ where
                 let before = attempt.clone();
                 if attempt.mark_cleaned(self.now()).is_ok() && self.write(&before, attempt).await {
                     locked(&self.cleanup).remove(attempt.id());
+                    locked(&self.jobs_reported).remove(attempt.id());
                     self.emit(EventKind::Cleaned {
                         attempt: attempt.id().clone(),
                     });

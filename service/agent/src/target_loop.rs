@@ -73,6 +73,13 @@ pub struct TargetLoop<J, G, H, C> {
     pub(crate) cleanup: Mutex<HashMap<AttemptId, CleanupBackoff>>,
     /// Registrations GitHub refused to delete, by runner id (see `refused_removals`).
     pub(crate) refused_removals: Mutex<HashMap<u64, crate::refused_removals::Refused>>,
+    /// Runners concluded on their own word, by name, until a read confirms them gone (see
+    /// `unconfirmed_removals`).
+    pub(crate) unconfirmed_removals:
+        Mutex<HashMap<String, crate::unconfirmed_removals::Unconfirmed>>,
+    /// Attempts whose taken job was reported to the GitHub port (`runner_took_job`) with a
+    /// name, until cleaned.
+    pub(crate) jobs_reported: Mutex<std::collections::HashSet<AttemptId>>,
     pub(crate) draining: AtomicBool,
     /// The target was removed: start nothing, supervise until this target owns no runner,
     /// then end (no deadline unless the host shuts down).
@@ -138,6 +145,8 @@ where
             vanished: Mutex::new(Vec::new()),
             cleanup: Mutex::new(HashMap::new()),
             refused_removals: Mutex::new(HashMap::new()),
+            unconfirmed_removals: Mutex::new(HashMap::new()),
+            jobs_reported: Mutex::new(std::collections::HashSet::new()),
             draining: AtomicBool::new(false),
             retiring: AtomicBool::new(false),
             recovered: AtomicBool::new(false),

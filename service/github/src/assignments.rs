@@ -118,6 +118,7 @@ impl GitHubClient {
             if j.status != "in_progress" && j.status != "completed" {
                 continue;
             }
+            self.inner.local_runs.named(runner, j.run_id, j.id);
             self.inner.runner_jobs.note(
                 runner,
                 RunnerJob {
@@ -131,6 +132,96 @@ impl GitHubClient {
                     from_fork,
                 },
             );
+        }
+    }
+
+    /// `runner`, a runner of ours serving `target` (`labels`, on `os`/`arch`), took a job whose
+    /// display name its console gave (`name`; `None` while not written yet). Attributed at once
+    /// when the listings already named it, or when exactly one known queued job fits (see
+    /// `local_runs`); true when its job is known. No request either way.
+    pub fn runner_took_job(
+        &self,
+        target: &rm_core::Target,
+        runner: &str,
+        name: Option<&str>,
+        labels: &rm_core::LabelSet,
+        os: rm_core::Os,
+        arch: rm_core::Arch,
+    ) -> bool {
+        let local = &self.inner.local_runs;
+        if let Some(j) = self.job_of_runner(runner) {
+            local.busy_with(target, runner, j.run_id, j.job_id);
+            return true;
+        }
+        let Some(taken) = local.took_job(target, runner, name.unwrap_or(""), labels, os, arch)
+        else {
+            return false;
+        };
+        let j = taken.job;
+        self.inner.runner_jobs.note(
+            runner,
+            RunnerJob {
+                job_id: j.id,
+                run_id: taken.run_id,
+                name: j.name,
+                repository: taken.repo,
+                workflow_name: j.workflow_name,
+                html_url: j.html_url,
+                status: "in_progress".into(),
+                from_fork: taken.from_fork,
+            },
+        );
+        tracing::debug!(
+            runner,
+            job = j.id,
+            run = taken.run_id,
+            "runner's job known from its console"
+        );
+        true
+    }
+
+    /// `runner`'s job ended (its process is gone). The run it was attributed to is listed once
+    /// more (1 request): GitHub's word on which job the runner ran replaces the console's, and
+    /// a job the run queued next is seen; the run is then watched briefly for one that comes
+    /// late. Without an attribution, or when the listing does not name the runner, the
+    /// `in_progress` list is read on the next poll. Errors are left to those polls.
+    pub async fn runner_job_over(&self, runner: &str) {
+        let local = &self.inner.local_runs;
+        let (run, scope) = local.job_over(runner);
+        let Some(scope) = scope else {
+            return;
+        };
+        let Some((run_id, (repo, from_fork, _))) =
+            run.and_then(|r| local.run_info(r).map(|i| (r, i)))
+        else {
+            local.read_in_progress_next(&scope);
+            return;
+        };
+        match self.list_run_jobs(&repo, run_id).await {
+            Ok(Some(listing)) => {
+                let named = listing
+                    .items
+                    .iter()
+                    .any(|j| j.runner_name.as_deref() == Some(runner));
+                local.listed(
+                    run_id,
+                    &repo,
+                    from_fork,
+                    None,
+                    &listing.items,
+                    listing.truncated,
+                );
+                self.note_assignments(&repo, &listing.items, from_fork);
+                if !named {
+                    local.read_in_progress_next(&scope);
+                }
+                local.watch(run_id, std::time::Instant::now());
+            }
+            Ok(None) => local.read_in_progress_next(&scope),
+            Err(e) => {
+                tracing::debug!(runner, run = run_id, error = %e, "a finished job's run not listed; the next poll reads the lists");
+                local.read_in_progress_next(&scope);
+            }
         }
     }
 

@@ -35,6 +35,7 @@ pub(crate) struct Inner {
     pub(crate) org_repos: Mutex<OrgRepoCache>,
     pub(crate) settled_runs: Mutex<HashMap<u64, crate::demand::RunMemo>>,
     pub(crate) runner_jobs: crate::assignments::RunnerJobs,
+    pub(crate) local_runs: crate::local_runs::LocalRuns,
 }
 
 /// Organization (lower-cased) → when read, its repositories.
@@ -90,6 +91,7 @@ impl GitHubClient {
                 org_repos: Mutex::new(HashMap::new()),
                 settled_runs: Mutex::new(HashMap::new()),
                 runner_jobs: crate::assignments::RunnerJobs::default(),
+                local_runs: crate::local_runs::LocalRuns::default(),
             }),
         })
     }

@@ -5,11 +5,12 @@
 
 use crate::client::{Cost, GitHubClient};
 use crate::error::GitHubError;
-use crate::models::{JobsPage, RunsPage};
+use crate::models::{JobItem, JobsPage, RunsPage};
 use chrono::{DateTime, Utc};
 use rm_core::Target;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// One queued job waiting for a runner.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -165,8 +166,17 @@ impl GitHubClient {
         let mut cost = Cost::default();
         let mut is_floor = false;
         let full = format!("{owner}/{repo}");
+        let now = Instant::now();
+        let local = &self.inner.local_runs;
+        // The `in_progress` list only while something there may concern us (`local_runs`).
+        let read_in_progress = local.in_progress_due(&full, now);
+        let statuses: &[&str] = if read_in_progress {
+            &["queued", "in_progress"]
+        } else {
+            &["queued"]
+        };
         let mut runs_seen: BTreeMap<u64, SeenRun> = BTreeMap::new();
-        for status in ["queued", "in_progress"] {
+        for status in statuses {
             let url = self.api_url(&format!(
                 "/repos/{owner}/{repo}/actions/runs?status={status}&per_page={per_page}"
             ));
@@ -186,18 +196,30 @@ impl GitHubClient {
                     r.id,
                     SeenRun {
                         updated_at: r.updated_at,
-                        in_progress: status == "in_progress",
+                        in_progress: *status == "in_progress",
                         event: r.event,
                         from_fork,
                     },
                 );
             }
         }
-        self.forget_runs(&full, &runs_seen);
-        if !is_floor {
-            self.settle_assignments(&full, &|run| runs_seen.contains_key(&run));
+        let queued: BTreeSet<u64> = runs_seen
+            .iter()
+            .filter(|(_, r)| !r.in_progress)
+            .map(|(id, _)| *id)
+            .collect();
+        local.queued_listed(&full, &queued);
+        if read_in_progress {
+            self.forget_runs(&full, &runs_seen);
+            if !is_floor {
+                self.settle_assignments(&full, &|run| runs_seen.contains_key(&run));
+            }
+            let listed: BTreeSet<u64> = runs_seen.keys().copied().collect();
+            local.both_listed(&full, &listed, !is_floor, now);
         }
         let mut jobs = Vec::new();
+        let watched = local.watched(&full, now);
+        let mut to_list: Vec<(u64, Option<String>, bool, Option<String>)> = Vec::new();
         for (run_id, run) in runs_seen {
             let SeenRun {
                 updated_at,
@@ -205,25 +227,24 @@ impl GitHubClient {
                 event,
                 from_fork,
             } = run;
-            if in_progress && self.is_settled(run_id, updated_at.as_deref()) {
+            if in_progress
+                && (self.is_settled(run_id, updated_at.as_deref())
+                    || local.accounted_for(run_id, now))
+            {
                 continue;
             }
-            let url = self.api_url(&format!(
-                "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs?filter=latest&per_page={per_page}"
-            ));
-            let listing = match self
-                .list::<JobsPage>(
-                    url,
-                    "jobs.list",
-                    &format!("jobs of run {run_id}"),
-                    self.config().max_job_pages,
-                )
-                .await
-            {
-                Ok(l) => l,
-                // The run was deleted between the two calls.
-                Err(GitHubError::NotFound { .. }) => continue,
-                Err(e) => return Err(e),
+            to_list.push((run_id, event, from_fork, updated_at.filter(|_| in_progress)));
+        }
+        // A run whose job of ours just ended, not in the lists read this poll: listed anyway
+        // (free while unchanged) for a job it queues next.
+        for (run_id, from_fork, event) in watched {
+            if !to_list.iter().any(|(id, ..)| *id == run_id) {
+                to_list.push((run_id, event, from_fork, None));
+            }
+        }
+        for (run_id, event, from_fork, in_progress_at) in to_list {
+            let Some(listing) = self.list_run_jobs(&full, run_id).await? else {
+                continue; // The run was deleted between the two calls.
             };
             cost += listing.cost;
             is_floor |= listing.truncated;
@@ -232,7 +253,15 @@ impl GitHubClient {
                     .items
                     .iter()
                     .all(|j| !NOT_STARTED.contains(&j.status.as_str()));
-            self.remember_run(run_id, &full, updated_at.filter(|_| settled && in_progress));
+            self.remember_run(run_id, &full, in_progress_at.filter(|_| settled));
+            local.listed(
+                run_id,
+                &full,
+                from_fork,
+                event.clone(),
+                &listing.items,
+                listing.truncated,
+            );
             self.note_assignments(&full, &listing.items, from_fork);
             jobs.extend(
                 listing
@@ -258,6 +287,31 @@ impl GitHubClient {
             is_floor,
             cost,
         })
+    }
+
+    /// The latest jobs of one run of `full` (`owner/repo`); `None` when the run is gone.
+    pub(crate) async fn list_run_jobs(
+        &self,
+        full: &str,
+        run_id: u64,
+    ) -> Result<Option<crate::client::Listing<JobItem>>, GitHubError> {
+        let per_page = self.config().per_page;
+        let url = self.api_url(&format!(
+            "/repos/{full}/actions/runs/{run_id}/jobs?filter=latest&per_page={per_page}"
+        ));
+        match self
+            .list::<JobsPage>(
+                url,
+                "jobs.list",
+                &format!("jobs of run {run_id}"),
+                self.config().max_job_pages,
+            )
+            .await
+        {
+            Ok(l) => Ok(Some(l)),
+            Err(GitHubError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod error;
 mod etag;
 mod health;
 mod installations;
+mod local_runs;
 pub mod models;
 mod oauth;
 mod outage;

@@ -220,7 +220,7 @@ pub(crate) struct RunsPage {
     pub workflow_runs: Vec<RunSummary>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 pub(crate) struct JobItem {
     pub id: u64,
     pub run_id: u64,

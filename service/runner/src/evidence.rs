@@ -147,3 +147,24 @@ fn listener_reported_completion(runtime: &Path) -> bool {
     }
     tail.windows(COMPLETION.len()).any(|w| w == COMPLETION)
 }
+
+/// The console line the listener prints when it takes its job.
+const RUNNING_JOB: &str = ": Running job: ";
+/// The line comes right after the listener connects: only the start of the console is read.
+const HEAD_BYTES: u64 = 64 * 1024;
+
+/// The display name of the job the listener took, from the first "<time>: Running job: <name>"
+/// line of its console (`None` until written, or unreadable). The first one counts: it is
+/// written before the job's own code runs, so a job cannot have forged it.
+pub fn running_job_name(runtime: &Path) -> Option<String> {
+    use std::io::Read;
+    let file = fs::File::open(runtime.join(LISTENER_LOG)).ok()?;
+    let mut head = Vec::new();
+    file.take(HEAD_BYTES).read_to_end(&mut head).ok()?;
+    let text = String::from_utf8_lossy(&head);
+    text.lines().find_map(|line| {
+        let (_, name) = line.split_once(RUNNING_JOB)?;
+        let name = name.trim_end();
+        (!name.is_empty()).then(|| name.to_string())
+    })
+}

@@ -408,6 +408,15 @@ impl<S: PackageSource> RunnerHost<S> {
         blocking(move || Ok(read_evidence(&path)?)).await
     }
 
+    /// The display name of the job the runner took, from its console (off the async threads).
+    pub async fn running_job_name(&self, name: &RuntimeName) -> Option<String> {
+        let path = self.root.runtime_path(name);
+        tokio::task::spawn_blocking(move || crate::evidence::running_job_name(&path))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Ends whatever the job left running under the runtime's uid (when this service holds it),
     /// removes the runtime entirely, then its runner id sidecar, and gives the uid back (off
     /// the async threads).

@@ -47,7 +47,9 @@ pub use caches::{
     CacheOwners, CachePlan, CacheSettings, Caches, CachesError, ClearFilter, EntryInfo,
     PreparedCaches, Removal, RunnerGroups, SetupProblem,
 };
-pub use evidence::{read_evidence, read_evidence_capped, Evidence, EvidenceError, EvidenceKind};
+pub use evidence::{
+    read_evidence, read_evidence_capped, running_job_name, Evidence, EvidenceError, EvidenceKind,
+};
 pub use host::{HostError, PreparedRuntime, RunnerHost, RunnerHostConfig};
 pub use materialize::{
     materialize, CopyMethod, MaterializeError, MaterializeOptions, MaterializeReport, UsedMethod,

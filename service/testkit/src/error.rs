@@ -17,6 +17,8 @@ pub enum FakeError {
     InvalidName(String),
     #[error("unknown job id {0}")]
     UnknownJob(u64),
+    #[error("unknown run id {0}")]
+    UnknownRun(u64),
     #[error("job {0} is not assigned to a runner, nothing to withdraw")]
     NotAssigned(u64),
     #[error("unknown or expired user code {0:?}: start the device flow first")]

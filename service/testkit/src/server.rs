@@ -202,6 +202,11 @@ impl FakeGitHub {
         Ok(w.runs[&run].job_ids[0])
     }
 
+    /// Queues one more job in run `run_id` (a job whose `needs` were just met); returns its id.
+    pub fn queue_job_in_run(&self, run_id: u64, job: JobSpec) -> Result<u64, FakeError> {
+        self.shared.world().add_job(run_id, job)
+    }
+
     /// Puts an assigned job back to `queued` and its runner back to idle (GitHub withdrawing an
     /// assignment).
     pub fn withdraw_assignment(&self, job_id: u64) -> Result<(), FakeError> {

@@ -1,7 +1,7 @@
 //! The GitHub port: demand, JIT registration, the runner inventory and deregistration.
 
 use crate::secret::JitSecret;
-use rm_core::{JobDemand, LabelSet, Target, Timestamp};
+use rm_core::{Arch, JobDemand, LabelSet, Os, Target, Timestamp};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::Path;
@@ -190,6 +190,29 @@ pub trait GitHubPort: Send + Sync + 'static {
         let _ = runner_name;
         false
     }
+
+    /// A runner of ours took a job whose display name its console gave (`None`: not written
+    /// yet). The adapter attributes it when it can without a request (true then), so demand
+    /// needs not read the `in_progress` runs our runners account for.
+    fn runner_took_job(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        job_name: Option<&str>,
+        labels: &LabelSet,
+        os: Os,
+        arch: Arch,
+    ) -> bool {
+        let _ = (target, runner_name, job_name, labels, os, arch);
+        false
+    }
+
+    /// The job of a runner of ours ended (its process is gone), before it is concluded: the
+    /// adapter confirms with GitHub which job it ran. Never fails.
+    fn runner_job_over(&self, runner_name: &str) -> impl Future<Output = ()> + Send {
+        let _ = runner_name;
+        std::future::ready(())
+    }
 }
 
 impl<G: GitHubPort> GitHubPort for Arc<G> {
@@ -230,6 +253,20 @@ impl<G: GitHubPort> GitHubPort for Arc<G> {
     }
     fn runs_job(&self, runner_name: &str) -> bool {
         (**self).runs_job(runner_name)
+    }
+    fn runner_took_job(
+        &self,
+        target: &Target,
+        runner_name: &str,
+        job_name: Option<&str>,
+        labels: &LabelSet,
+        os: Os,
+        arch: Arch,
+    ) -> bool {
+        (**self).runner_took_job(target, runner_name, job_name, labels, os, arch)
+    }
+    fn runner_job_over(&self, runner_name: &str) -> impl Future<Output = ()> + Send {
+        (**self).runner_job_over(runner_name)
     }
     fn pool_label(&self) -> Option<String> {
         (**self).pool_label()

@@ -109,6 +109,13 @@ pub trait RunnerHostPort: Send + Sync + 'static {
         async { None }
     }
 
+    /// The display name of the job the runner took, from its console ("Running job: …"), once
+    /// written.
+    fn job_name(&self, runtime: &Path) -> impl Future<Output = Option<String>> + Send {
+        let _ = runtime;
+        async { None }
+    }
+
     /// Asks the process to stop, killing it after `grace`.
     fn stop(
         &self,
@@ -202,6 +209,9 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
     }
     fn evidence(&self, runtime: &Path) -> impl Future<Output = Evidence> + Send {
         (**self).evidence(runtime)
+    }
+    fn job_name(&self, runtime: &Path) -> impl Future<Output = Option<String>> + Send {
+        (**self).job_name(runtime)
     }
     fn scrub(
         &self,

@@ -267,6 +267,8 @@ pub struct GState {
     pub runners_with_jobs: std::collections::BTreeSet<String>,
     /// This host joined a pool whose label is [`LABEL`] (so policy 1 is pooled).
     pub pool: Option<FakePool>,
+    /// `runner_took_job` calls: (runner, console name, labels).
+    pub took: Vec<(String, Option<String>, Vec<String>)>,
 }
 
 /// The pool's side of placement, in memory: which queued jobs other hosts hold.
@@ -452,6 +454,28 @@ impl GitHubPort for FakeGitHub {
         self.state.lock().unwrap().running.contains(runner_name)
     }
 
+    fn runner_took_job(
+        &self,
+        _target: &Target,
+        runner_name: &str,
+        job_name: Option<&str>,
+        labels: &LabelSet,
+        _os: rm_core::Os,
+        _arch: rm_core::Arch,
+    ) -> bool {
+        push(&self.log, format!("github.took_job {runner_name}"));
+        self.state.lock().unwrap().took.push((
+            runner_name.to_string(),
+            job_name.map(str::to_string),
+            labels.to_strings(),
+        ));
+        job_name.is_some()
+    }
+
+    async fn runner_job_over(&self, runner_name: &str) {
+        push(&self.log, format!("github.job_over {runner_name}"));
+    }
+
     fn pool_label(&self) -> Option<String> {
         self.state
             .lock()
@@ -579,6 +603,8 @@ pub struct HState {
     /// What the host checks answer, and how often they were asked.
     pub fitness: Vec<HostCheck>,
     pub fitness_checks: u32,
+    /// The job name each runner's console gave.
+    pub job_names: HashMap<PathBuf, String>,
 }
 
 pub struct FakeHost {
@@ -627,6 +653,15 @@ impl FakeHost {
 
     pub fn is_alive(&self, p: ProcessIdentity) -> bool {
         self.state.lock().unwrap().alive.get(&p.pid) == Some(&true)
+    }
+
+    /// The runner's console names the job it took.
+    pub fn set_job_name(&self, id: &AttemptId, name: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .job_names
+            .insert(Self::dir(id), name.to_string());
     }
 
     pub fn set_evidence(&self, id: &AttemptId, ev: Evidence) {
@@ -758,6 +793,10 @@ impl RunnerHostPort for FakeHost {
         st.stops.push(process);
         st.alive.insert(process.pid, false);
         Ok(())
+    }
+
+    async fn job_name(&self, runtime: &Path) -> Option<String> {
+        self.state.lock().unwrap().job_names.get(runtime).cloned()
     }
 
     async fn evidence(&self, runtime: &Path) -> Evidence {

@@ -68,6 +68,47 @@ impl World {
         Ok(run_id)
     }
 
+    /// Queues one more job in an existing run, as GitHub does when a job's `needs` are met
+    /// (the run, in progress meanwhile, holds a queued job).
+    pub fn add_job(&mut self, run_id: u64, spec: JobSpec) -> Result<u64, FakeError> {
+        let repo = self
+            .runs
+            .get(&run_id)
+            .ok_or(FakeError::UnknownRun(run_id))?
+            .repo
+            .clone();
+        let id = self.next_job_id;
+        self.next_job_id += 1;
+        self.jobs.insert(
+            id,
+            Job {
+                id,
+                run_id,
+                repo,
+                name: spec.name,
+                labels: spec.labels,
+                behaviour: spec.behaviour,
+                duration: spec.duration,
+                memory_mb: spec.memory_mb,
+                memory_children: spec.memory_children,
+                command: spec.command,
+                status: JobStatus::Queued,
+                conclusion: None,
+                created_at: Utc::now(),
+                started_at: None,
+                completed_at: None,
+                runner_id: None,
+                runner_name: None,
+                runner_group_id: None,
+                assigned_at: None,
+            },
+        );
+        if let Some(run) = self.runs.get_mut(&run_id) {
+            run.job_ids.push(id);
+        }
+        Ok(id)
+    }
+
     pub fn finish_job(&mut self, job_id: u64, conclusion: Conclusion) {
         if let Some(job) = self.jobs.get_mut(&job_id) {
             let now = Utc::now();
@@ -119,7 +160,7 @@ impl World {
         let started = jobs.iter().filter_map(|j| j.started_at).min();
         let updated = jobs
             .iter()
-            .flat_map(|j| [j.started_at, j.completed_at])
+            .flat_map(|j| [Some(j.created_at), j.started_at, j.completed_at])
             .flatten()
             .max()
             .unwrap_or(run.created_at);
