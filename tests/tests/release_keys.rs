@@ -68,3 +68,68 @@ fn a_key_that_does_not_match_the_embedded_public_key_is_refused_before_building(
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("minisign -G -W"), "{err}");
 }
+
+fn trusted_keys(exe: &Path) -> String {
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(exe)
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["update", "--trusted-keys"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn key_of(pub_file: &Path) -> String {
+    let text = std::fs::read_to_string(pub_file).unwrap();
+    text.lines()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("untrusted comment:"))
+        .expect("a key line")
+        .trim()
+        .to_owned()
+}
+
+/// A release build embeds the public key it was given (`RUNNER_MANAGER_RELEASE_PUBKEY_FILE`),
+/// the one its assets are signed with; a build without it embeds `installer/release-key.pub`.
+/// The release is the one `scripts/test.sh` makes for the update tests with a throwaway key.
+#[test]
+fn a_release_embeds_the_public_key_it_was_built_with() {
+    let (Ok(dir), Ok(pubkey), Ok(version)) = (
+        std::env::var("RM_TEST_RELEASE_DIR"),
+        std::env::var("RM_TEST_RELEASE_PUBKEY"),
+        std::env::var("RM_TEST_RELEASE_VERSION"),
+    ) else {
+        eprintln!(
+            "SKIPPED: no test release (run through scripts/test.sh, which builds one with a \
+             throwaway key)"
+        );
+        return;
+    };
+    // release.sh names the archive by `uname -m`, which is Rust's name on x86_64 and aarch64.
+    let name = format!("runner-manager-{version}-linux-{}", std::env::consts::ARCH);
+    let unpacked = tempfile::tempdir().unwrap();
+    let tar = Command::new("tar")
+        .arg("-xzf")
+        .arg(Path::new(&dir).join(format!("{name}.tar.gz")))
+        .arg("-C")
+        .arg(unpacked.path())
+        .output()
+        .unwrap();
+    assert!(tar.status.success(), "{tar:?}");
+    let released = unpacked.path().join(&name).join("bin/runner-manager");
+
+    let expected = key_of(Path::new(&pubkey));
+    let shown = trusted_keys(&released);
+    assert_eq!(shown.trim(), format!("built in: {expected}"), "{shown}");
+    // The workspace's own build (no key given) trusts the project's key, not the throwaway.
+    let own = trusted_keys(&rm_e2e::bin("runner-manager"));
+    assert_eq!(
+        own.trim(),
+        format!(
+            "built in: {}",
+            key_of(&repo().join("installer/release-key.pub"))
+        ),
+        "{own}"
+    );
+}

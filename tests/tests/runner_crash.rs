@@ -78,6 +78,15 @@ async fn a_listener_killed_mid_job_is_a_crash_and_its_removal_backs_off() {
     );
     let text = d.ok(&["status"]).await;
     assert!(text.contains("runner_crashed"), "{text}");
+    // `why` tells what became of the job: it is not queued any more, its runner died.
+    let why = d.ok(&["why", "octo/hello"]).await;
+    assert!(
+        why.contains("a runner died in the middle of its job")
+            && why.contains("killed by signal 9")
+            && why.contains("crasher")
+            && why.contains("fix: re-run the job"),
+        "{why}"
+    );
 
     // While GitHub refuses, status says the registration is left and when it is tried again.
     let left = until(

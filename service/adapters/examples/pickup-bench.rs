@@ -21,7 +21,10 @@
 //! served (the fake's counters, from the cleanup of a first, unmeasured job to `--settle-ms`,
 //! default 62 s, after the last job's cleanup, so that what the service still reads about the
 //! jobs served is counted: the confirmation that the last runners left GitHub, the
-//! `in_progress` backstop; the start with that first job is printed apart).
+//! `in_progress` backstop; the start is printed apart, for every pattern: that first job and
+//! the first confirmation that runners left GitHub, the first read of an empty inventory).
+//! `--log-charged` lists every charged request of that window (when, endpoint, status, path),
+//! `--log-requests` every request.
 //! `--job-ms MS` sets each job's duration (default 50); `--inventory-refresh-ms MS` overrides
 //! the agent's `inventory_refresh` (0: list the runner inventory on every pass with a live
 //! runner, the rule before that setting existed); `--etag-versions N` how many versions per
@@ -184,6 +187,12 @@ async fn main() -> anyhow::Result<()> {
     };
 
     if pattern != Pattern::Isolated {
+        // As below: one unmeasured job first, so that the start's reads are reported apart.
+        serve_one(&gh, label.as_str(), &data).await?;
+        first_confirmation(&gh).await?;
+        while events.try_recv().is_ok() {}
+        let at_start = gh.counters();
+        let measured_from = Instant::now();
         let schedule = pattern.schedule(jobs, job_ms, capacity);
         let result = run_schedule(&gh, &label, &schedule, &mut events, &data).await;
         settle().await;
@@ -199,7 +208,8 @@ async fn main() -> anyhow::Result<()> {
         report("queued -> runner spawned", to_spawn);
         report("queued -> job in_progress", to_taken);
         println!("surplus runners (started - jobs served): {surplus}");
-        print_charges(&gh, schedule.len() as u64, job_ms, None);
+        print_charges(&gh, schedule.len() as u64, job_ms, Some(&at_start));
+        log_charged(&gh, measured_from);
         return Ok(());
     }
 
@@ -207,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
     // the runner inventory after the first runner) and opens its first fast-poll window; the
     // figures below are for jobs on a running service. The start is reported apart.
     let mut at_start = None;
+    let mut measured_from = None;
     let (mut to_spawn, mut to_taken, mut launch_total) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..=jobs {
         // Start each job from a quiet host: the previous runner is gone.
@@ -270,7 +281,9 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         if i == 0 {
+            first_confirmation(&gh).await?;
             at_start = Some(gh.counters());
+            measured_from = Some(Instant::now());
         }
         // Queue the next job at a spread-out point of the poll cycle, not right after a pass.
         let cycle = match &planner_poll {
@@ -301,7 +314,73 @@ async fn main() -> anyhow::Result<()> {
     report("queued -> job in_progress", to_taken);
     report("launch (reserve -> starting)", launch_total);
     print_charges(&gh, jobs, job_ms, Some(&at_start.unwrap_or_default()));
+    log_charged(&gh, measured_from.unwrap_or_else(Instant::now));
     Ok(())
+}
+
+/// Queues one short job and waits until it ran and its runner was cleaned.
+async fn serve_one(gh: &FakeGitHub, label: &str, data: &std::path::Path) -> anyhow::Result<()> {
+    let run = gh.queue_run(
+        "octo/bench",
+        vec![JobSpec::new("warm-up", &[label]).duration(Duration::from_millis(50))],
+    )?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let done = gh
+            .runs()
+            .into_iter()
+            .find(|r| r.id == run)
+            .and_then(|r| r.job_ids.first().copied())
+            .and_then(|id| gh.job(id))
+            .is_some_and(|j| j.status == JobStatus::Completed);
+        let cleaned = std::fs::read_dir(data.join("runners"))?
+            .filter_map(Result::ok)
+            .all(|e| e.file_name().to_string_lossy().starts_with('.'));
+        if done && cleaned {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the warm-up job not served in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits for the service's first confirmation that finished runners left GitHub (a read of the
+/// runner inventory `removal_confirm` after the first one ended): its first look at an empty
+/// inventory, charged once per start; later ones find the same listing (a free `304`).
+async fn first_confirmation(gh: &FakeGitHub) -> anyhow::Result<()> {
+    let before = gh.counters().endpoint("repo_runners_list").requests;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while gh.counters().endpoint("repo_runners_list").requests == before {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "no confirmation read of the runner inventory in 150 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// With `--log-charged`: every charged request since `from`, in order (seconds since `from`,
+/// endpoint, status, path and query), to see where each one goes.
+fn log_charged(gh: &FakeGitHub, from: Instant) {
+    let all = std::env::args().any(|a| a == "--log-requests");
+    if !all && !std::env::args().any(|a| a == "--log-charged") {
+        return;
+    }
+    for r in gh.request_log() {
+        if (all || r.charged) && r.at >= from {
+            println!(
+                "    {:>7.2} s  {:<20} {} {}",
+                r.at.duration_since(from).as_secs_f64(),
+                r.endpoint,
+                r.status,
+                r.target
+            );
+        }
+    }
 }
 
 /// Lets the service run on after the last job for `--settle-ms` (default 62 s), so what it

@@ -44,6 +44,8 @@ pub struct DrainReport {
 
 /// The longest an idle loop trusts its memory that its policies have no uncleaned attempt.
 pub(crate) const QUIET_REREAD: Duration = Duration::from_secs(300);
+/// The least time between two passes of a loop whose pass took longer than the poll interval.
+const MIN_PASS_GAP: Duration = Duration::from_millis(50);
 
 /// A directory that could not be removed: when to try again.
 #[derive(Debug, Clone, Copy)]
@@ -286,8 +288,16 @@ where
             if self.is_retiring() {
                 return self.drain_retired(shutdown).await;
             }
+            let started = self.now();
             self.pass().await;
-            let wait = self.poll.next_interval();
+            // Passes start at the poll interval, not that long after the last one ended: a pass
+            // that did work (listings, launches) would otherwise push every later poll back,
+            // and a job queued meanwhile waits for it. Never faster than planned.
+            let wait = self
+                .poll
+                .next_interval()
+                .saturating_sub(self.now().duration_since(started))
+                .max(MIN_PASS_GAP);
             tokio::select! {
                 _ = self.ports.clock.sleep(wait) => {}
                 _ = self.exit.notified() => {}

@@ -99,6 +99,37 @@ pub fn default_runner_root(data_dir: &Path) -> PathBuf {
     data_dir.join(RUNNERS_DIR)
 }
 
+/// What the service creates is for its owner and the operators' group only (the journal, the
+/// credential, the lock, anything a later change adds), whoever starts it and with whatever
+/// umask: the system unit says `UMask=0027`, and this makes a service run by hand or by a unit
+/// without it the same. What runners must reach (their runtime directories, the package cache,
+/// the caches) is given its modes explicitly where it is made.
+#[cfg(unix)]
+pub fn restrict_umask() {
+    use nix::sys::stat::{umask, Mode};
+    let old = umask(Mode::from_bits_truncate(0o027));
+    umask(old | Mode::from_bits_truncate(0o027));
+}
+
+#[cfg(not(unix))]
+pub fn restrict_umask() {}
+
+/// Creates the data directory if it is missing: owner only, except that others may pass
+/// through it (not list it) to a runner root inside it, which per-job users must reach. An
+/// existing one is left as it is.
+pub fn create_data_dir(data_dir: &Path) -> std::io::Result<()> {
+    if data_dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(data_dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o711))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,7 +218,6 @@ impl GitHubClient {
             local.both_listed(&full, &listed, !is_floor, now);
         }
         let mut jobs = Vec::new();
-        let watched = local.watched(&full, now);
         let mut to_list: Vec<(u64, Option<String>, bool, Option<String>)> = Vec::new();
         for (run_id, run) in runs_seen {
             let SeenRun {
@@ -236,7 +235,9 @@ impl GitHubClient {
             to_list.push((run_id, event, from_fork, updated_at.filter(|_| in_progress)));
         }
         // A run whose job of ours just ended, not in the lists read this poll: listed anyway
-        // (free while unchanged) for a job it queues next.
+        // (free while unchanged) for a job it queues next — on a poll with no new run to list,
+        // whose jobs would wait for these requests.
+        let watched = local.watched(&full, now, !to_list.is_empty());
         for (run_id, from_fork, event) in watched {
             if !to_list.iter().any(|(id, ..)| *id == run_id) {
                 to_list.push((run_id, event, from_fork, None));

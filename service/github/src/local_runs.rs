@@ -17,9 +17,11 @@
 //!   (conditional listings, free while nothing changes) for one that comes late.
 //! - The `in_progress` list is read only while something there may concern us: a run we know
 //!   that our runners do not account for (jobs of other runners, or still queued), a runner of
-//!   ours whose job is not known, a run whose end we could not confirm, and in any case every
-//!   [`BACKSTOP`] (a run whose first jobs others took before it was seen queued), at a quiet
-//!   moment if one comes within twice that.
+//!   ours whose job is not known, a run whose end we could not confirm, and in any case (a
+//!   run whose first jobs others took before any poll saw it queued, e.g. a GitHub-hosted job
+//!   that a job for this host `needs`) every [`QUIET_BACKSTOP`] while none of our runners is
+//!   busy and no run we know is in progress (the list is then most likely back to a state read
+//!   before: a free `304`), and every [`BACKSTOP`] regardless.
 //!
 //! [`GitHubClient::runner_job_over`]: crate::GitHubClient::runner_job_over
 
@@ -30,7 +32,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The longest the `in_progress` list goes unread.
-pub const BACKSTOP: Duration = Duration::from_secs(60);
+pub const BACKSTOP: Duration = Duration::from_secs(120);
+/// How long it goes unread while this host is quiet there.
+pub const QUIET_BACKSTOP: Duration = Duration::from_secs(15);
 /// How long a run whose job of ours ended is listed on its repository's polls (free while
 /// unchanged) for a job it queues next, and on how many polls at most: GitHub queues a job
 /// whose `needs` are met within a few seconds, and every request counts against the planned
@@ -173,16 +177,13 @@ impl LocalRuns {
         if watch.is_some_and(|w| w.due) {
             return true;
         }
-        // The backstop waits for a moment none of our runners is busy there and no run we know
-        // is in progress (the list is then most likely back to a state read before: a free
-        // `304`), or for twice its time.
         let since = now.saturating_duration_since(polled_at);
         let quiet = !st.busy.values().any(|b| in_scope(&b.scope, repo))
             && st
                 .runs
                 .values()
                 .all(|r| r.repo != repo || r.queued || r.done);
-        if since >= BACKSTOP.saturating_mul(2) || (quiet && since >= BACKSTOP) {
+        if since >= BACKSTOP || (quiet && since >= QUIET_BACKSTOP) {
             return true;
         }
         if st
@@ -238,7 +239,14 @@ impl LocalRuns {
     }
 
     /// Runs of `repo` to list on this poll because a job of ours in them just ended.
-    pub(crate) fn watched(&self, repo: &str, now: Instant) -> Vec<(u64, bool, Option<String>)> {
+    /// `defer`: this poll lists new runs, whose jobs wait for it to end: the watch lets it go
+    /// by (nothing counted), except for its one look when it ran out unlisted.
+    pub(crate) fn watched(
+        &self,
+        repo: &str,
+        now: Instant,
+        defer: bool,
+    ) -> Vec<(u64, bool, Option<String>)> {
         let mut st = self.lock();
         let mut out = Vec::new();
         for (id, r) in st.runs.iter_mut() {
@@ -247,6 +255,9 @@ impl LocalRuns {
             }
             match r.watch_until {
                 Some(until) if now < until && r.watch_polls > 0 => {
+                    if defer {
+                        continue;
+                    }
                     r.watch_polls -= 1;
                     out.push((*id, r.from_fork, r.event.clone()));
                     if r.watch_polls == 0 {
@@ -258,6 +269,10 @@ impl LocalRuns {
                 Some(_) => {
                     r.watch_until = None;
                     r.done = r.jobs.iter().all(|j| j.status == "completed");
+                    if r.watch_polls == WATCH_POLLS {
+                        // Deferred all along: one look still, as the last.
+                        out.push((*id, r.from_fork, r.event.clone()));
+                    }
                 }
                 None => {}
             }
@@ -455,12 +470,12 @@ mod tests {
         let t0 = Instant::now();
         let l = busy_run(t0);
         assert!(!l.in_progress_due("o/r", t0 + Duration::from_secs(1)));
-        assert!(!l.in_progress_due("o/r", t0 + BACKSTOP - Duration::from_millis(1)));
         assert!(
-            !l.in_progress_due("o/r", t0 + BACKSTOP),
-            "busy: the backstop waits for a quiet moment"
+            !l.in_progress_due("o/r", t0 + QUIET_BACKSTOP),
+            "busy: the quiet backstop does not apply"
         );
-        assert!(l.in_progress_due("o/r", t0 + BACKSTOP * 2));
+        assert!(!l.in_progress_due("o/r", t0 + BACKSTOP - Duration::from_millis(1)));
+        assert!(l.in_progress_due("o/r", t0 + BACKSTOP));
         assert!(l.accounted_for(7, t0));
     }
 
@@ -479,10 +494,10 @@ mod tests {
         );
         l.watch(7, t0);
         for i in 1..=WATCH_POLLS {
-            l.watched("o/r", t0 + Duration::from_secs(u64::from(i)));
+            l.watched("o/r", t0 + Duration::from_secs(u64::from(i)), false);
         }
-        assert!(!l.in_progress_due("o/r", t0 + Duration::from_secs(30)));
-        assert!(l.in_progress_due("o/r", t0 + BACKSTOP));
+        assert!(!l.in_progress_due("o/r", t0 + QUIET_BACKSTOP - Duration::from_millis(1)));
+        assert!(l.in_progress_due("o/r", t0 + QUIET_BACKSTOP));
     }
 
     #[test]
@@ -499,16 +514,26 @@ mod tests {
             false,
         );
         l.watch(7, t0);
-        assert_eq!(l.watched("o/r", t0 + Duration::from_secs(1)).len(), 1);
+        assert_eq!(
+            l.watched("o/r", t0 + Duration::from_secs(1), false).len(),
+            1
+        );
         assert!(!l.in_progress_due("o/r", t0 + Duration::from_secs(1)));
-        assert_eq!(l.watched("o/r", t0 + Duration::from_secs(2)).len(), 1);
-        assert_eq!(l.watched("o/r", t0 + Duration::from_secs(3)).len(), 1);
+        assert_eq!(
+            l.watched("o/r", t0 + Duration::from_secs(2), false).len(),
+            1
+        );
+        assert_eq!(
+            l.watched("o/r", t0 + Duration::from_secs(3), false).len(),
+            1
+        );
         assert!(
-            l.watched("o/r", t0 + Duration::from_secs(4)).is_empty(),
+            l.watched("o/r", t0 + Duration::from_secs(4), false)
+                .is_empty(),
             "{WATCH_POLLS} polls at most"
         );
         // The watch ends with every job done: nothing more is expected of it.
-        assert!(l.watched("o/r", t0 + WATCH).is_empty());
+        assert!(l.watched("o/r", t0 + WATCH, false).is_empty());
         assert!(!l.in_progress_due("o/r", t0 + WATCH));
     }
 
@@ -526,8 +551,55 @@ mod tests {
             false,
         );
         l.watch(7, t0);
-        assert!(l.watched("o/r", t0 + WATCH).is_empty());
+        assert_eq!(
+            l.watched("o/r", t0 + WATCH, false).len(),
+            1,
+            "a watch never listed gets its one look"
+        );
+        assert!(l.watched("o/r", t0 + WATCH, false).is_empty());
         assert!(l.in_progress_due("o/r", t0 + WATCH));
+    }
+
+    #[test]
+    fn a_poll_listing_new_runs_lets_the_watch_go_by_without_counting() {
+        let t0 = Instant::now();
+        let l = busy_run(t0);
+        l.job_over("rm-1");
+        l.listed(
+            7,
+            "o/r",
+            false,
+            None,
+            &[job(70, "build", "completed")],
+            false,
+        );
+        l.watch(7, t0);
+        for i in 1..=5 {
+            assert!(
+                l.watched("o/r", t0 + Duration::from_secs(i), true)
+                    .is_empty(),
+                "deferred"
+            );
+        }
+        for i in 6..6 + u64::from(WATCH_POLLS) {
+            assert_eq!(
+                l.watched("o/r", t0 + Duration::from_secs(i), false).len(),
+                1,
+                "every poll of the watch is still there"
+            );
+        }
+        assert!(l
+            .watched("o/r", t0 + Duration::from_secs(9), false)
+            .is_empty());
+        // Deferred until it ran out: one look all the same.
+        let l = busy_run(t0);
+        l.job_over("rm-1");
+        l.watch(7, t0);
+        assert!(l
+            .watched("o/r", t0 + Duration::from_secs(1), true)
+            .is_empty());
+        assert_eq!(l.watched("o/r", t0 + WATCH, true).len(), 1);
+        assert!(l.watched("o/r", t0 + WATCH, true).is_empty());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! this host started for it — or which runner will take it. The reasons are the loops' own
 //! decisions on their last pass (recorded, not re-guessed), in words with the fix.
 
-use crate::status::TargetKind;
+use crate::status::{Failure, TargetKind};
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,10 @@ pub struct TargetWhy {
     #[serde(default)]
     pub summary: Option<WhyReason>,
     pub jobs: Vec<JobWhy>,
+    /// This target's runner failures of the last hour, newest first: a job whose runner died
+    /// under it is not queued any more, and this is where `why` says what became of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_failures: Vec<Failure>,
 }
 
 /// One queued job and its reason.

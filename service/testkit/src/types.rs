@@ -285,4 +285,6 @@ pub struct LoggedRequest {
     pub endpoint: String,
     pub status: u16,
     pub charged: bool,
+    /// The REST request's path and query (empty for other requests).
+    pub target: String,
 }

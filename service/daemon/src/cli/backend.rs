@@ -131,7 +131,8 @@ pub struct JournalBackend {
 impl JournalBackend {
     /// Open (creating if needed) the data directory's journal.
     pub fn open(data_dir: &Path) -> Result<Self, Failure> {
-        std::fs::create_dir_all(data_dir).map_err(|e| {
+        crate::paths::restrict_umask();
+        crate::paths::create_data_dir(data_dir).map_err(|e| {
             Failure::internal(format!(
                 "cannot create the data directory {}: {e}; choose another with `--data-dir`",
                 data_dir.display()

@@ -111,6 +111,10 @@ pub enum Command {
         /// Do not wait for the service to come back with the new version.
         #[arg(long)]
         no_wait: bool,
+        /// Print the release keys updates are verified with (the one built into this binary,
+        /// and one learnt from a release that rotated the key) and ask nothing of the service.
+        #[arg(long, conflicts_with_all = ["check", "no_wait"])]
+        trusted_keys: bool,
     },
     /// Confirms or undoes an update (started by the service itself; not for people).
     #[command(hide = true)]
@@ -710,10 +714,13 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         )),
         Command::Pool(cmd) => pool::run(&socket, cmd),
         Command::Daemon(DaemonCommand::Run(args)) => daemon::run(&data_dir, &socket, args),
+        Command::Update {
+            trusted_keys: true, ..
+        } => update::trusted_keys(&data_dir),
         Command::Update { .. } if offline => Err(Failure::usage(
             "`update` asks the running service (it is the one that updates): drop `--offline`",
         )),
-        Command::Update { check, no_wait } => update::run(&socket, check, no_wait),
+        Command::Update { check, no_wait, .. } => update::run(&socket, check, no_wait),
         Command::UpdateWatchdog { pid } => {
             daemon::init_logging();
             crate::update::swap::watchdog(&data_dir, pid).map_err(Failure::internal)
@@ -858,7 +865,8 @@ fn env_command(
 /// The journal, with the data directory's lock held so a running service is never edited
 /// behind its back.
 fn open_offline(data_dir: &std::path::Path) -> Result<(InstanceLock, JournalBackend), Failure> {
-    std::fs::create_dir_all(data_dir).map_err(|e| {
+    crate::paths::restrict_umask();
+    crate::paths::create_data_dir(data_dir).map_err(|e| {
         Failure::internal(format!(
             "cannot create the data directory {}: {e}; choose another with `--data-dir`",
             data_dir.display()

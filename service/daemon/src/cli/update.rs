@@ -47,6 +47,37 @@ fn print_status(s: &UpdateStatus) {
     }
 }
 
+/// `update --trusted-keys`: the keys a release must be signed with, as this binary sees them
+/// (what a release build embeds is the key `scripts/release.sh` signed it with).
+pub fn trusted_keys(data_dir: &Path) -> Result<(), Failure> {
+    use crate::update::verify::{key_line, BUILT_IN_KEY, LEARNT_KEY_FILE};
+    let built_in = key_line(BUILT_IN_KEY).ok_or_else(|| {
+        Failure::internal("this build embeds no release key: rebuild it with scripts/release.sh")
+    })?;
+    println!("built in: {built_in}");
+    let learnt = data_dir.join(LEARNT_KEY_FILE);
+    match std::fs::read_to_string(&learnt) {
+        Ok(text) => match key_line(&text) {
+            Some(key) => println!(
+                "learnt from a release that rotated the key: {key} ({})",
+                learnt.display()
+            ),
+            None => println!(
+                "{} holds no key: the next release that rotates the key writes it again",
+                learnt.display()
+            ),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // Not an operator of this data directory: the built-in key is still the answer.
+        Err(e) => println!(
+            "a key learnt from a release that rotated the key would be in {}, unreadable here \
+             ({e}): run this as the service's user to see it",
+            learnt.display()
+        ),
+    }
+    Ok(())
+}
+
 pub fn run(socket: &Path, check: bool, no_wait: bool) -> Result<(), Failure> {
     let api = ApiBackend::connect(socket)?;
     if check {

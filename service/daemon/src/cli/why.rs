@@ -105,4 +105,17 @@ fn render_target(out: &mut String, t: &TargetWhy) {
             out.push_str(&format!("    fix: {fix}\n"));
         }
     }
+    for f in &t.recent_failures {
+        let detail = f
+            .detail
+            .as_deref()
+            .map(|d| format!(": {d}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  at {}, {}{detail}\n    fix: {}\n",
+            clock(f.at),
+            rm_proto::model::words::reason_words(f.reason),
+            f.fix
+        ));
+    }
 }

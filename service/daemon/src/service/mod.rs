@@ -294,6 +294,7 @@ fn updater_options(options: &Options) -> Result<UpdaterOptions, Failure> {
 
 /// Runs the service until a stop signal or an upgrade hand-over.
 pub fn run(options: Options) -> Result<(), Failure> {
+    crate::paths::restrict_umask();
     // First of all, while it surely is the file this process runs (the updater's install
     // detection; a package manager may replace it any time later).
     let exe = std::env::current_exe()
@@ -308,7 +309,7 @@ pub fn run(options: Options) -> Result<(), Failure> {
             None
         }
     };
-    std::fs::create_dir_all(&options.data_dir).map_err(|e| {
+    crate::paths::create_data_dir(&options.data_dir).map_err(|e| {
         Failure::internal(format!(
             "cannot create the data directory {}: {e}; choose another with `--data-dir`",
             options.data_dir.display()

@@ -57,6 +57,7 @@ fn target_why(
                 now,
             )),
             jobs: Vec::new(),
+            recent_failures: recent_failures(daemon, target, now),
         };
     };
     let profile_of = |id: Option<rm_core::PolicyId>| {
@@ -108,7 +109,23 @@ fn target_why(
         is_floor: view.is_floor,
         summary,
         jobs,
+        recent_failures: recent_failures(daemon, target, now),
     }
+}
+
+/// How far back `why` tells a target's runner failures.
+const FAILURES_TOLD_FOR_MS: i64 = 60 * 60 * 1000;
+
+/// `target`'s runner failures of the last [`FAILURES_TOLD_FOR_MS`], newest first.
+fn recent_failures(daemon: &Daemon, target: &Target, now: Timestamp) -> Vec<rm_proto::Failure> {
+    let name = target.to_string();
+    let since = now.as_millis().saturating_sub(FAILURES_TOLD_FOR_MS);
+    daemon
+        .failures
+        .list()
+        .into_iter()
+        .filter(|f| f.target.eq_ignore_ascii_case(&name) && f.at.0 >= since)
+        .collect()
 }
 
 fn runs_on(job: &JobDemand) -> Vec<String> {

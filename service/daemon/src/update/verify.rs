@@ -57,6 +57,13 @@ pub enum VerifyError {
 }
 
 /// A public key the updater trusts.
+/// The key itself in a minisign public key file (the line after its comment).
+pub fn key_line(text: &str) -> Option<&str> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("untrusted comment:"))
+}
+
 pub struct TrustedKey {
     key: minisign_verify::PublicKey,
     /// Where it came from, for logs.
@@ -120,11 +127,7 @@ impl TrustedKey {
     }
 
     fn parse(text: &str, origin: &str) -> Result<TrustedKey, String> {
-        let b64 = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with("untrusted comment:"))
-            .ok_or_else(|| format!("the release key ({origin}) is empty"))?;
+        let b64 = key_line(text).ok_or_else(|| format!("the release key ({origin}) is empty"))?;
         let key = minisign_verify::PublicKey::from_base64(b64)
             .map_err(|e| format!("the release key ({origin}) is not a minisign public key: {e}"))?;
         Ok(TrustedKey {

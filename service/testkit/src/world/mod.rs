@@ -327,7 +327,15 @@ impl World {
             endpoint: endpoint.to_string(),
             status,
             charged,
+            target: String::new(),
         });
+    }
+
+    /// Names the path and query of the request [`World::record_request`] logged last.
+    pub fn describe_last_request(&mut self, target: &str) {
+        if let Some(last) = self.request_log.back_mut() {
+            last.target = target.to_string();
+        }
     }
 
     /// [`World::record_request`] for a REST request, also counted under the token it carried.

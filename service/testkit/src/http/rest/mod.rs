@@ -93,13 +93,16 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Response {
         return resp;
     }
 
+    let target = if req.query.is_empty() {
+        path.clone()
+    } else {
+        format!("{path}?{}", req.query)
+    };
     let finish = |reply: Reply, charged: bool| {
-        shared.world().record_rest_request(
-            bearer.as_deref(),
-            &endpoint,
-            reply.status.as_u16(),
-            charged,
-        );
+        let mut world = shared.world();
+        world.record_rest_request(bearer.as_deref(), &endpoint, reply.status.as_u16(), charged);
+        world.describe_last_request(&target);
+        drop(world);
         base(reply).into_response()
     };
     if req
