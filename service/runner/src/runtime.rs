@@ -551,11 +551,25 @@ mod tests {
             b.create_runtime(&RuntimeName::new("r3").unwrap()),
             Err(RuntimeError::NoFreeUid { .. })
         ));
-        // A restart of the first service claims its runtime's uid again at once.
+        // A restart of the first service claims its runtime's uid again at once. (Here, in one
+        // process, a child another test forks keeps a copy of the dropped claim's descriptor
+        // — and with it the lock — until its exec closes it: a few milliseconds, more on a
+        // busy machine; a restarted service is a new process and has no such wait.)
         drop(a);
-        let a =
-            RunnerRoot::prepare_with_claims(dir.path().join("a"), pool, dir.path().join("uids"))
-                .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let a = loop {
+            let a = RunnerRoot::prepare_with_claims(
+                dir.path().join("a"),
+                pool,
+                dir.path().join("uids"),
+            )
+            .unwrap();
+            if a.held_uid(&name).is_some() || std::time::Instant::now() > deadline {
+                break a;
+            }
+            drop(a);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         assert_eq!(a.held_uid(&name), Some(first_uid));
         assert!(matches!(
             b.create_runtime(&RuntimeName::new("r3").unwrap()),
