@@ -209,6 +209,26 @@ impl Daemon {
         daemon
     }
 
+    /// [`Daemon::start`] with its data directory and socket at paths none of whose
+    /// directories exist yet below the test's own (as a fresh `~/.local/share` would be).
+    pub async fn start_in_new_dirs(gh: &FakeGitHub, extra: &[&str]) -> Daemon {
+        let mut d = Daemon::prepare(gh, &bin("runner-manager"), extra, &[]);
+        let data_dir = d.dir.path().join("home/.local/share/runner-manager");
+        let socket = d.dir.path().join("sockets/rm/api.sock");
+        for (flag, value) in [("--data-dir", &data_dir), ("--socket", &socket)] {
+            let at = d
+                .args
+                .iter()
+                .position(|a| a == flag)
+                .expect("prepare passes the flag");
+            d.args[at + 1] = value.clone().into();
+        }
+        d.data_dir = data_dir;
+        d.socket = socket;
+        d.spawn().await;
+        d
+    }
+
     /// The command line and directories of a service, not started yet.
     fn prepare(gh: &FakeGitHub, exe: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()

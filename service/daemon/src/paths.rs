@@ -115,19 +115,11 @@ pub fn restrict_umask() {
 pub fn restrict_umask() {}
 
 /// Creates the data directory if it is missing: owner only, except that others may pass
-/// through it (not list it) to a runner root inside it, which per-job users must reach. An
-/// existing one is left as it is.
+/// through it (not list it) to a runner root inside it, which per-job users must reach; so may
+/// they through any ancestor created with it (a fresh `~/.local/share`). An existing one is
+/// left as it is.
 pub fn create_data_dir(data_dir: &Path) -> std::io::Result<()> {
-    if data_dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(data_dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o711))?;
-    }
-    Ok(())
+    rm_runner::passable_dirs::create(data_dir)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod host;
 pub mod materialize;
 pub mod meter;
 pub mod package;
+pub mod passable_dirs;
 pub mod platform;
 pub mod process;
 pub mod runner_env;

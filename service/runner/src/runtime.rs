@@ -121,7 +121,7 @@ impl RunnerRoot {
         claims_dir: impl AsRef<Path>,
     ) -> Result<Self, RuntimeError> {
         let path = path.into();
-        fs::create_dir_all(&path).map_err(io_err(&path))?;
+        crate::passable_dirs::create(&path).map_err(io_err(&path))?;
         if nix::unistd::geteuid().is_root() {
             std::os::unix::fs::lchown(&path, Some(0), Some(0)).map_err(io_err(&path))?;
         }

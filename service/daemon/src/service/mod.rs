@@ -499,8 +499,9 @@ async fn serve(
     let pool_news = tokio::spawn(pool_link::news(Arc::clone(&daemon)));
 
     // The local API.
+    // Operators (other users) must reach the socket: directories made for it are passable.
     if let Some(parent) = options.socket.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
+        rm_runner::passable_dirs::create(parent).map_err(|e| {
             Failure::internal(format!(
                 "cannot create the socket directory {}: {e}; choose another with `--socket`",
                 parent.display()

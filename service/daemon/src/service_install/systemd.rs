@@ -276,7 +276,7 @@ fn check_privileges(mode: StartMode) -> Result<(), Failure> {
 
 fn create_dirs(mode: StartMode, data_dir: &Path, runner_root: &Path) -> Result<(), Failure> {
     for dir in [data_dir, runner_root] {
-        std::fs::create_dir_all(dir)
+        rm_runner::passable_dirs::create(dir)
             .map_err(|e| Failure::internal(format!("cannot create {}: {e}", dir.display())))?;
     }
     #[cfg(unix)]

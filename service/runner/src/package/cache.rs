@@ -123,7 +123,7 @@ impl<S: PackageSource> PackageCache<S> {
     /// Opens (creating, mode 0755) the cache directory and removes work files a crash left.
     pub fn open(dir: impl Into<PathBuf>, source: S) -> Result<Self, CacheError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|e| CacheError::io(&dir, e))?;
+        crate::passable_dirs::create(&dir).map_err(|e| CacheError::io(&dir, e))?;
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
             .map_err(|e| CacheError::io(&dir, e))?;
         for entry in fs::read_dir(&dir).map_err(|e| CacheError::io(&dir, e))? {
