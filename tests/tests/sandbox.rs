@@ -459,14 +459,22 @@ async fn sandbox_check(d: &Daemon) -> serde_json::Value {
 
 /// A host that cannot build the walls (here: the sandbox's programs are not where the service
 /// looks) runs no job: the doctor fails with the fix, and a queued job gets no runner, so no
-/// JIT configuration is asked of GitHub.
+/// JIT configuration is asked of GitHub. Only a target the operator set to run without the
+/// sandbox runs its jobs there, unwalled, and the other target still waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_cannot_build_the_walls_runs_no_job() {
+async fn a_host_that_cannot_build_the_walls_runs_no_job_but_an_opted_out_targets() {
     if !root_only() {
         return;
     }
     let empty = tempfile::tempdir().unwrap();
-    let gh = fake_github().await;
+    let gh = rm_e2e::fake_github_repos(
+        rm_testkit::FakeConfig {
+            device_interval: Duration::from_secs(1),
+            ..rm_testkit::FakeConfig::default()
+        },
+        &["octo/hello", "octo/other"],
+    )
+    .await;
     let d = Daemon::start_env(
         &gh,
         &[],
@@ -493,6 +501,36 @@ async fn a_host_that_cannot_build_the_walls_runs_no_job() {
     assert!(
         status.contains("sandbox"),
         "status names the sandbox as what stops jobs:\n{status}"
+    );
+    let fix = check["fix"].as_str().unwrap_or_default();
+    assert!(fix.contains("repo set TARGET --sandbox off"), "{check}");
+
+    let added = d
+        .ok(&["repo", "add", "octo/other", "--max-runners", "1"])
+        .await;
+    let other = routing_label(&added);
+    d.ok(&["repo", "set", "octo/other", "--sandbox", "off"])
+        .await;
+    let out = out_dir();
+    let step = format!("echo ran > {}/other", out.path().display());
+    let c = run(
+        &d,
+        &gh,
+        "octo/other",
+        vec![JobSpec::new("unwalled", &[&other]).with_command(&step)],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success], "{}", d.log());
+    assert_eq!(read(out.path(), "other"), "ran");
+    let waiting = gh.jobs().into_iter().find(|j| j.name == "waits").unwrap();
+    assert_eq!(
+        waiting.status,
+        rm_testkit::JobStatus::Queued,
+        "the walled target's job still waits"
+    );
+    assert!(
+        gh.runners().is_empty(),
+        "no runner was registered for the walled target"
     );
     d.stop().await.unwrap();
 }

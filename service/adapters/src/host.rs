@@ -354,6 +354,10 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         }
     }
 
+    fn sandbox_choice(&self, policy: rm_core::PolicyId) -> rm_core::TargetSandbox {
+        self.host.config().sandbox_choices.for_policy(policy)
+    }
+
     async fn scrub(&self, runtime: &Path, keep_workspace: bool) -> Result<(), ScrubError> {
         let name = name_of(runtime).map_err(|detail| ScrubError {
             retryable: false,

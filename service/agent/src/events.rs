@@ -426,7 +426,7 @@ fn log(target: &Target, kind: &EventKind) {
         ),
         EventKind::HostChecked { checks } => match rm_core::first_blocking(checks) {
             Some(c) => tracing::warn!(
-                %gh_target, check = %c.id, detail = %c.detail, "host unfit: nothing is launched"
+                %gh_target, check = %c.id, detail = %c.detail, "host unfit: nothing is launched (a target set to run without the sandbox is not held back by the sandbox's check)"
             ),
             None => tracing::debug!(%gh_target, checks = checks.len(), "host checks passed"),
         },

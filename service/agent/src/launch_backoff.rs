@@ -10,7 +10,8 @@
 //!
 //! The host checks ([`RunnerHostPort::check_fitness`]) run at the first launch and before any
 //! launch after a failure; a failed required check counts as a failed launch of each policy
-//! that wanted one and makes no JIT request. Their last result is shared by every loop
+//! that wanted one and makes no JIT request (the sandbox's check not for a policy the
+//! operator set to run without it: [`rm_core::first_blocking_for`]). Their last result is shared by every loop
 //! ([`HostFitness`]), so one loop's failure makes the others check before their next launch.
 //!
 //! What survives a restart: only what the journal says. A `repair_required` policy stays so;
@@ -22,7 +23,7 @@ use crate::events::{EventKind, LaunchCause, LaunchFailure};
 use crate::ports::{GitHubPort, JournalPort, RunnerHostPort};
 use crate::target_loop::{locked, TargetLoop};
 use rm_core::{
-    first_blocking, Attempt, AttemptState, BlockCause, FailureReason, HostCheck, LaunchBlock,
+    first_blocking_for, Attempt, AttemptState, BlockCause, FailureReason, HostCheck, LaunchBlock,
     LaunchHealth, LaunchVerdict, Outcome, Policy, PolicyId, PolicyState, Timestamp,
 };
 use std::hash::BuildHasher;
@@ -43,13 +44,14 @@ struct FitnessState {
 }
 
 impl HostFitness {
-    /// Whether a launch must run the checks first: never checked, a launch failed since, or
-    /// the last check found the host unfit.
-    pub fn needs_check(&self) -> bool {
+    /// Whether a launch of a target with the sandbox choice `sandbox` must run the checks
+    /// first: never checked, a launch failed since, or the last check found the host unfit
+    /// for it.
+    pub fn needs_check(&self, sandbox: &rm_core::TargetSandbox) -> bool {
         let st = locked(&self.state);
         match &st.checks {
             None => true,
-            Some(checks) => st.stale || first_blocking(checks).is_some(),
+            Some(checks) => st.stale || first_blocking_for(checks, sandbox).is_some(),
         }
     }
 
@@ -80,7 +82,7 @@ pub(crate) struct LaunchRecord {
 }
 
 /// What the host checks said in this pass: run at most once per pass of a loop.
-pub(crate) type PassFitness = Option<Option<HostCheck>>;
+pub(crate) type PassFitness = Option<Vec<HostCheck>>;
 
 /// A jitter sample: std's `RandomState` is keyed randomly per instance, which is all the
 /// jitter needs (no random-number crate for this).
@@ -126,18 +128,19 @@ where
         if !may_try {
             return 0;
         }
-        if probing || self.shared.fitness.needs_check() {
-            let blocking = match pass {
-                Some(b) => b.clone(),
-                None => {
-                    let checks = self.ports.host.check_fitness().await;
-                    let b = first_blocking(&checks).cloned();
-                    self.shared.fitness.record(checks.clone());
-                    self.emit(EventKind::HostChecked { checks });
-                    *pass = Some(b.clone());
-                    b
-                }
-            };
+        let sandbox = self.ports.host.sandbox_choice(policy.id());
+        if probing || self.shared.fitness.needs_check(&sandbox) {
+            if pass.is_none() {
+                let checks = self.ports.host.check_fitness().await;
+                self.shared.fitness.record(checks.clone());
+                self.emit(EventKind::HostChecked {
+                    checks: checks.clone(),
+                });
+                *pass = Some(checks);
+            }
+            let blocking = pass
+                .as_deref()
+                .and_then(|checks| first_blocking_for(checks, &sandbox).cloned());
             if let Some(check) = blocking {
                 let cause = LaunchCause::HostUnfit { check };
                 self.note_launch_failure(policy.id(), now, cause).await;

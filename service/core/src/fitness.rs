@@ -45,6 +45,22 @@ pub fn first_blocking(checks: &[HostCheck]) -> Option<&HostCheck> {
     checks.iter().find(|c| c.blocks_launch())
 }
 
+/// The id of the host check that the job sandbox can be built (`rm_runner::sandbox`).
+pub const JOB_SANDBOX_CHECK: &str = "job_sandbox";
+
+/// The first result that keeps the host from launching runners of a target with the sandbox
+/// choice `sandbox`: a target the operator set to run without the walls does not need them
+/// built, so the sandbox check does not hold it back (the others still do).
+pub fn first_blocking_for<'a>(
+    checks: &'a [HostCheck],
+    sandbox: &crate::TargetSandbox,
+) -> Option<&'a HostCheck> {
+    checks
+        .iter()
+        .filter(|c| sandbox.walls || c.id != JOB_SANDBOX_CHECK)
+        .find(|c| c.blocks_launch())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +89,30 @@ mod tests {
         unfit.push(check("later", CheckState::Fail, true));
         assert_eq!(first_blocking(&unfit).map(|c| c.id.as_str()), Some("root"));
         assert_eq!(CheckState::Skipped.as_str(), "skipped");
+    }
+
+    #[test]
+    fn a_target_without_walls_is_not_held_back_by_the_sandbox_check_alone() {
+        let walled = crate::TargetSandbox::default();
+        let unwalled = crate::TargetSandbox {
+            walls: false,
+            docker: false,
+        };
+        let checks = vec![
+            check("disk", CheckState::Pass, true),
+            check(JOB_SANDBOX_CHECK, CheckState::Fail, true),
+        ];
+        assert_eq!(
+            first_blocking_for(&checks, &walled).map(|c| c.id.as_str()),
+            Some(JOB_SANDBOX_CHECK)
+        );
+        assert!(first_blocking_for(&checks, &unwalled).is_none());
+        let mut both = checks.clone();
+        both.push(check("root", CheckState::Fail, true));
+        assert_eq!(
+            first_blocking_for(&both, &unwalled).map(|c| c.id.as_str()),
+            Some("root"),
+            "other checks still hold it back"
+        );
     }
 }

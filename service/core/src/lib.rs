@@ -35,7 +35,7 @@ pub use demand::{
     job_matches, job_matches_runner, match_demand, match_demand_for_runner, DemandCount, JobDemand,
     RunsOn, UnresolvableJob,
 };
-pub use fitness::{first_blocking, CheckState, HostCheck};
+pub use fitness::{first_blocking, first_blocking_for, CheckState, HostCheck, JOB_SANDBOX_CHECK};
 pub use host::Host;
 pub use ids::{AttemptId, HostId, IdError, PolicyId, RUNNER_NAME_PREFIX};
 pub use labels::{

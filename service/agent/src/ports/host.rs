@@ -142,6 +142,12 @@ pub trait RunnerHostPort: Send + Sync + 'static {
     fn check_fitness(&self) -> impl Future<Output = Vec<HostCheck>> + Send {
         async { Vec::new() }
     }
+
+    /// `policy`'s own sandbox choice: a target set to run without the walls is not held back
+    /// by a host that cannot build them. The default: walled.
+    fn sandbox_choice(&self, _policy: rm_core::PolicyId) -> rm_core::TargetSandbox {
+        rm_core::TargetSandbox::default()
+    }
 }
 
 impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
@@ -222,5 +228,8 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
     }
     fn check_fitness(&self) -> impl Future<Output = Vec<HostCheck>> + Send {
         (**self).check_fitness()
+    }
+    fn sandbox_choice(&self, policy: rm_core::PolicyId) -> rm_core::TargetSandbox {
+        (**self).sandbox_choice(policy)
     }
 }

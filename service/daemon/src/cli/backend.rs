@@ -244,7 +244,7 @@ impl JournalBackend {
     /// `--retry` on the stopped service: as the service does it, a target in
     /// `repair_required` goes back to `pending` once the host checks pass.
     fn prepare_retry(
-        &self,
+        &mut self,
         target: &Target,
         policy: &mut Policy,
         capacity: u32,
@@ -259,7 +259,13 @@ impl JournalBackend {
             ));
         }
         let checks = local_checks(&host_settings(&self.data_dir), capacity);
-        if let Some(c) = rm_core::first_blocking(&checks) {
+        let sandboxes = self.journal.policy_sandboxes().map_err(journal_failure)?;
+        let sandbox = sandboxes
+            .iter()
+            .find(|(id, _)| *id == policy.id())
+            .map(|(_, s)| *s)
+            .unwrap_or_default();
+        if let Some(c) = rm_core::first_blocking_for(&checks, &sandbox) {
             return Err(Failure::new(
                 ExitCode::HostUnfit,
                 format!(

@@ -907,7 +907,8 @@ impl Api {
         }
         let capacity = self.host().await?.capacity;
         let checks = self.daemon.doctor.run_local(capacity).await;
-        if let Some(c) = rm_core::first_blocking(&checks) {
+        let sandbox = self.daemon.sandboxes.for_policy(policy.id());
+        if let Some(c) = rm_core::first_blocking_for(&checks, &sandbox) {
             self.daemon.publish_status().await;
             let fix = c
                 .fix

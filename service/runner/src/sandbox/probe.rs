@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The check's stable id.
-pub const SANDBOX_CHECK: &str = "job_sandbox";
+pub const SANDBOX_CHECK: &str = rm_core::JOB_SANDBOX_CHECK;
 const TITLE: &str = "Jobs run inside the sandbox";
 const TUN: &str = "/dev/net/tun";
 /// A probe that takes longer is reported as failed (it normally takes milliseconds).
@@ -231,9 +231,15 @@ pub fn sandbox_check(config: &SandboxConfig, identity: Option<(u32, u32)>) -> Ho
             Err(f) => (
                 CheckState::Fail,
                 true,
-                format!("{}; no job runs until it is fixed", f.detail),
+                format!(
+                    "{}; no job runs until it is fixed, except on targets set to run without \
+                     the sandbox",
+                    f.detail
+                ),
                 Some(format!(
-                    "{} (or, accepting that jobs can read your files, start the service with `--sandbox off`)",
+                    "{} (or, accepting that their jobs can read your files, set a target to run \
+                     without it with `runner-manager repo set TARGET --sandbox off`, or the \
+                     whole service with `--sandbox off`)",
                     f.fix
                 )),
             ),
