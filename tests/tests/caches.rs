@@ -457,10 +457,18 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
         || async { (!npm.join("marker").exists()).then_some(()) },
     )
     .await;
+    let log = d.log();
     assert!(
-        d.log()
-            .contains("a job from a fork ran on a runner that could write the caches"),
+        log.contains("a job that is not trusted ran on a runner that could write the caches"),
         "the service says why it removed them"
+    );
+    // The verdict rests on the job's own run, by GitHub's word.
+    assert!(
+        log.lines().any(|l| l.contains("the job's trust")
+            && l.contains("trust=untrusted")
+            && l.contains("job fork (run")
+            && l.contains("comes from a fork")),
+        "the service says how it judged the fork's job:\n{log}"
     );
     assert_eq!(
         read(out.path(), "fork.ws"),
@@ -475,9 +483,8 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
     )
     .await;
     assert!(
-        d.log()
-            .contains("a job from a fork ran on a runner of a target with persistent workspaces"),
-        "the service says why it deleted them"
+        d.log().contains("persistent workspace reset"),
+        "the service says it did not keep it"
     );
     let after = format!(
         r#"cat "$npm_config_cache/marker" > {o}/after 2>/dev/null || echo none > {o}/after

@@ -96,7 +96,12 @@ impl RunnerHostPort for AliveHost {
     async fn evidence(&self, _: &Path) -> Evidence {
         Evidence::None
     }
-    async fn scrub(&self, _: &Path, _: bool) -> Result<(), ScrubError> {
+    async fn scrub(
+        &self,
+        _: &Path,
+        _: bool,
+        _: Option<rm_core::JobTrust>,
+    ) -> Result<(), ScrubError> {
         Ok(())
     }
 }

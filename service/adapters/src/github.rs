@@ -237,6 +237,10 @@ impl GitHubPort for GitHubAdapter {
         self.client.runner_job_over(runner_name).await
     }
 
+    async fn job_verdict(&self, runner_name: &str) -> rm_core::TrustVerdict {
+        self.client.job_verdict(runner_name).await
+    }
+
     async fn delete_runner(
         &self,
         target: &Target,

@@ -358,7 +358,12 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         self.host.config().sandbox_choices.for_policy(policy)
     }
 
-    async fn scrub(&self, runtime: &Path, keep_workspace: bool) -> Result<(), ScrubError> {
+    async fn scrub(
+        &self,
+        runtime: &Path,
+        keep_workspace: bool,
+        job: Option<rm_core::JobTrust>,
+    ) -> Result<(), ScrubError> {
         let name = name_of(runtime).map_err(|detail| ScrubError {
             retryable: false,
             detail,
@@ -373,7 +378,7 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(runtime);
-        match self.host.scrub(&name, keep_workspace).await {
+        match self.host.scrub(&name, keep_workspace, job).await {
             Ok(_) => Ok(()),
             Err(rm_runner::HostError::Scrub(e)) => Err(ScrubError {
                 retryable: e.is_retryable(),

@@ -85,6 +85,23 @@ impl JournalPort for JournalAdapter {
         self.with(|j| j.uncleaned_attempts()).await
     }
 
+    async fn put_trust(
+        &self,
+        attempt: &rm_core::AttemptId,
+        verdict: &rm_core::TrustVerdict,
+    ) -> Result<(), JournalError> {
+        let (attempt, verdict) = (attempt.clone(), verdict.clone());
+        self.with(move |j| j.put_trust(&attempt, &verdict)).await
+    }
+
+    async fn trust_of(
+        &self,
+        attempt: &rm_core::AttemptId,
+    ) -> Result<Option<rm_core::TrustVerdict>, JournalError> {
+        let attempt = attempt.clone();
+        self.with(move |j| j.trust_of(&attempt)).await
+    }
+
     async fn uncleaned_attempts_of(
         &self,
         policies: &[PolicyId],

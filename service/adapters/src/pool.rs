@@ -521,6 +521,8 @@ fn decode(text: &str) -> Option<(DemandSnapshot, Vec<(String, RunnerJob)>)> {
                 html_url: t.html_url,
                 status: t.status,
                 from_fork: t.from_fork,
+                // A peer's word (learn_runner_job keeps only this host's own confirmation).
+                confirmed: false,
             };
             (t.runner, job)
         })
@@ -588,6 +590,7 @@ mod tests {
                 html_url: None,
                 status: "in_progress".into(),
                 from_fork: false,
+                confirmed: false,
             },
         )];
         assert_eq!(

@@ -229,11 +229,11 @@ async fn the_host_adapter_materializes_from_one_verified_download_and_keeps_the_
     assert_eq!(host.evidence(&rt1).await, rm_core::Evidence::None);
 
     // Scrub removes the runtime and then its sidecar; a missing runtime scrubs fine.
-    host.scrub(&rt1, false).await.unwrap();
+    host.scrub(&rt1, false, None).await.unwrap();
     assert!(!rt1.exists());
     assert_eq!(host.read_sidecar(&a1).await.unwrap(), None);
-    host.scrub(&missing, false).await.unwrap();
-    host.scrub(&rt2, false).await.unwrap();
+    host.scrub(&missing, false, None).await.unwrap();
+    host.scrub(&rt2, false, None).await.unwrap();
     assert!(w.runtime_dirs().is_empty());
 }
 

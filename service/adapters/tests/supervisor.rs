@@ -354,6 +354,19 @@ impl JournalPort for Recording {
     async fn host_capacity(&self) -> Result<u32, JournalError> {
         self.inner.host_capacity().await
     }
+    async fn put_trust(
+        &self,
+        attempt: &rm_core::AttemptId,
+        verdict: &rm_core::TrustVerdict,
+    ) -> Result<(), JournalError> {
+        self.inner.put_trust(attempt, verdict).await
+    }
+    async fn trust_of(
+        &self,
+        attempt: &rm_core::AttemptId,
+    ) -> Result<Option<rm_core::TrustVerdict>, JournalError> {
+        self.inner.trust_of(attempt).await
+    }
 }
 
 fn with_host(

@@ -207,6 +207,11 @@ pub enum EventKind {
     DeregisteredLate {
         attempt: AttemptId,
     },
+    /// The job a runner ran is over and judged (journalled with the attempt).
+    JobJudged {
+        attempt: AttemptId,
+        verdict: rm_core::TrustVerdict,
+    },
     Concluded {
         attempt: AttemptId,
         outcome: Outcome,
@@ -383,6 +388,15 @@ fn log(target: &Target, kind: &EventKind) {
         EventKind::Cleaned { attempt } => {
             tracing::info!(%gh_target, attempt = %attempt, "runtime scrubbed; attempt cleaned")
         }
+        EventKind::JobJudged { attempt, verdict } => tracing::info!(
+            %gh_target,
+            attempt = %attempt,
+            trust = %verdict.trust,
+            job = ?verdict.job_id,
+            run = ?verdict.run_id,
+            reason = %verdict.reason,
+            "the job's trust"
+        ),
         EventKind::CleanupDeferred {
             attempt,
             retryable,

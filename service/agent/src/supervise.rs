@@ -25,8 +25,8 @@ use crate::ports::{
 };
 use crate::target_loop::{locked, CleanupBackoff, TargetLoop};
 use rm_core::{
-    decide, Attempt, AttemptId, AttemptState, Decision, Evidence, GitHubView, Observation, Outcome,
-    ProcessIdentity,
+    decide, Attempt, AttemptId, AttemptState, Decision, Evidence, GitHubView, JobTrust,
+    Observation, Outcome, ProcessIdentity,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -271,6 +271,22 @@ where
         self.report_job_taken_even_if_dead(a).await;
     }
 
+    /// Decides, once the runner's job is over, how far that job is trusted (from its own run,
+    /// by GitHub's word) and journals the verdict with the attempt: the clean-up reads it from
+    /// there, so a restart in between judges what the runner left the same way. A verdict that
+    /// cannot be journalled is not kept anywhere else: the clean-up then finds none, which
+    /// counts as no trust.
+    async fn judge_job(&self, a: &Attempt) {
+        let verdict = self.ports.github.job_verdict(a.runner_name()).await;
+        if let Err(e) = self.ports.journal.put_trust(a.id(), &verdict).await {
+            tracing::warn!(gh_target = %self.target, attempt = %a.id(), error = %e, "the job's verdict could not be journalled; what its runner left is not trusted");
+        }
+        self.emit(EventKind::JobJudged {
+            attempt: a.id().clone(),
+            verdict,
+        });
+    }
+
     async fn report_job_taken_even_if_dead(&self, a: &Attempt) {
         if locked(&self.jobs_reported).contains(a.id()) {
             return;
@@ -370,6 +386,7 @@ where
                             .github
                             .runner_job_over(attempt.runner_name())
                             .await;
+                        self.judge_job(&attempt).await;
                     }
                     let Some(deregistered) =
                         self.deregister(&attempt, seen.listed, inventory).await
@@ -628,7 +645,23 @@ where
                 return;
             }
         }
-        let keep_workspace = rm_core::workspace::keeps_workspace(attempt.outcome());
+        // The job's trust, as journalled when it ended: none recorded for a runner that may
+        // have run a job (a crash before the verdict, a journal that failed) is no trust.
+        let job = if attempt.outcome().is_none_or(Outcome::may_have_run_job) {
+            Some(match self.ports.journal.trust_of(attempt.id()).await {
+                Ok(Some(v)) => v.trust,
+                Ok(None) => JobTrust::Untrusted,
+                Err(e) => {
+                    tracing::warn!(gh_target = %self.target, attempt = %attempt.id(), error = %e, "the job's verdict could not be read; cleaning later");
+                    return;
+                }
+            })
+        } else {
+            None
+        };
+        // A fork's job (or one of unknown origin) leaves no workspace for the next.
+        let keep_workspace = rm_core::workspace::keeps_workspace(attempt.outcome())
+            && job != Some(JobTrust::Untrusted);
         if self.ports.github.pool_label().is_some() {
             // Its pool claim, if it held one, ends with it (the adapter retries on failure).
             let ran_job = attempt.outcome().is_none_or(Outcome::may_have_run_job);
@@ -637,7 +670,7 @@ where
                 .pool_finish(&self.target, attempt.runner_name(), ran_job)
                 .await;
         }
-        match host.scrub(&runtime, keep_workspace).await {
+        match host.scrub(&runtime, keep_workspace, job).await {
             Ok(()) => {
                 crate::failpoint!("after_clean");
                 let before = attempt.clone();

@@ -22,6 +22,7 @@ pub mod runner_env;
 pub mod sandbox;
 pub mod target;
 pub mod time;
+pub mod trust;
 pub mod why;
 pub mod workspace;
 
@@ -49,6 +50,7 @@ pub use sandbox::TargetSandbox;
 pub use target::{AccountName, AccountRole, RepoName, Target, TargetError};
 pub use text::ParseEnumError;
 pub use time::Timestamp;
+pub use trust::{judge_run, JobTrust, TrustVerdict};
 pub use why::{
     explain, BlockCause, CapacityHold, DemandUnread, JobWhy, LaunchBlock, PassStop, PassView,
     PolicyPass, Reason,

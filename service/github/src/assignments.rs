@@ -33,6 +33,9 @@ pub struct RunnerJob {
     pub status: String,
     /// Its run comes from a pull request of a fork.
     pub from_fork: bool,
+    /// A listing this client read named the runner on this job (GitHub's own word), not the
+    /// runner's console nor a pool peer: only then may the job earn trust.
+    pub confirmed: bool,
 }
 
 #[derive(Default)]
@@ -130,6 +133,7 @@ impl GitHubClient {
                     html_url: j.html_url.clone(),
                     status: j.status.clone(),
                     from_fork,
+                    confirmed: true,
                 },
             );
         }
@@ -169,6 +173,7 @@ impl GitHubClient {
                 html_url: j.html_url,
                 status: "in_progress".into(),
                 from_fork: taken.from_fork,
+                confirmed: false,
             },
         );
         tracing::debug!(
@@ -229,7 +234,125 @@ impl GitHubClient {
     /// publishes what its polls saw): kept as if this client had read it, so a host that does
     /// not read a pooled target's listings itself still knows what its runners run.
     pub fn learn_runner_job(&self, runner: &str, job: RunnerJob) {
-        self.inner.runner_jobs.note(runner, job);
+        // A peer's word never widens trust: only this client's own listing confirms a job.
+        let confirmed = self
+            .job_of_runner(runner)
+            .is_some_and(|j| j.confirmed && j.job_id == job.job_id);
+        self.inner
+            .runner_jobs
+            .note(runner, RunnerJob { confirmed, ..job });
+    }
+
+    /// The verdict on the job `runner` ran ([`rm_core::TrustVerdict`]), fail-closed: trusted
+    /// only when a jobs listing this client read named the runner on a job (GitHub's word, not
+    /// the console's nor a pool peer's) and that job's run says where its code comes from (as
+    /// the runs list showed it, or read now: one request, when this client never listed it).
+    /// Anything not established makes it untrusted.
+    pub async fn job_verdict(&self, runner: &str) -> rm_core::TrustVerdict {
+        use rm_core::TrustVerdict;
+        let Some(job) = self.job_of_runner(runner) else {
+            return TrustVerdict::unknown("GitHub's listings never named the job this runner ran");
+        };
+        let name = job
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("#{}", job.job_id));
+        if !job.confirmed {
+            // Named by the runner's console or a pool peer only: GitHub's word on that job
+            // (one request) confirms it or nothing does.
+            let unconfirmed = |why: String| TrustVerdict {
+                job_id: Some(job.job_id),
+                run_id: Some(job.run_id),
+                ..TrustVerdict::unknown(why)
+            };
+            match self.get_job(&job.repository, job.job_id).await {
+                Ok(Some(j))
+                    if j.runner_name.as_deref() == Some(runner) && j.run_id == job.run_id => {}
+                Ok(_) => {
+                    return unconfirmed(format!(
+                        "GitHub does not name this runner on job {name}, which its console or a \
+                         pool peer named"
+                    ))
+                }
+                Err(e) => {
+                    return unconfirmed(format!(
+                        "job {name}, which its console or a pool peer named, could not be read \
+                         from GitHub: {e}"
+                    ))
+                }
+            }
+        }
+        let (trust, reason) = match self.inner.local_runs.run_info(job.run_id) {
+            Some((repo, from_fork, event)) => {
+                let head = (!from_fork).then_some(repo.as_str());
+                let (trust, reason) = rm_core::judge_run(&repo, event.as_deref(), head);
+                if from_fork {
+                    (
+                        rm_core::JobTrust::Untrusted,
+                        format!(
+                            "its run comes from a fork of {repo} or does not say where its code \
+                             comes from"
+                        ),
+                    )
+                } else {
+                    (trust, reason)
+                }
+            }
+            None => match self.get_run(&job.repository, job.run_id).await {
+                Ok(Some(run)) => run.trust(&job.repository),
+                Ok(None) => (
+                    rm_core::JobTrust::Untrusted,
+                    format!("its run {} is not found on GitHub", job.run_id),
+                ),
+                Err(e) => (
+                    rm_core::JobTrust::Untrusted,
+                    format!("its run {} could not be read: {e}", job.run_id),
+                ),
+            },
+        };
+        TrustVerdict {
+            trust,
+            job_id: Some(job.job_id),
+            run_id: Some(job.run_id),
+            reason: format!(
+                "job {name} (run {} of {}): {reason}",
+                job.run_id, job.repository
+            ),
+        }
+    }
+
+    /// `GET /repos/{full}/actions/jobs/{job_id}`; `None` when it does not exist.
+    async fn get_job(
+        &self,
+        full: &str,
+        job_id: u64,
+    ) -> Result<Option<crate::models::JobItem>, crate::GitHubError> {
+        let url = self.api_url(&format!("/repos/{full}/actions/jobs/{job_id}"));
+        match self
+            .get_json::<crate::models::JobItem>(&url, "jobs.get", &format!("job {job_id}"))
+            .await
+        {
+            Ok((job, _)) => Ok(Some(job)),
+            Err(crate::GitHubError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /repos/{full}/actions/runs/{run_id}`; `None` when it does not exist.
+    async fn get_run(
+        &self,
+        full: &str,
+        run_id: u64,
+    ) -> Result<Option<crate::models::RunSummary>, crate::GitHubError> {
+        let url = self.api_url(&format!("/repos/{full}/actions/runs/{run_id}"));
+        match self
+            .get_json::<crate::models::RunSummary>(&url, "runs.get", &format!("run {run_id}"))
+            .await
+        {
+            Ok((run, _)) => Ok(Some(run)),
+            Err(crate::GitHubError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The job `runner_name` was last seen running (or having run), if a demand poll saw it.
@@ -281,6 +404,7 @@ mod tests {
             html_url: None,
             status: "in_progress".into(),
             from_fork: false,
+            confirmed: true,
         }
     }
 

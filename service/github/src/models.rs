@@ -166,34 +166,23 @@ pub(crate) struct RunRepository {
 }
 
 impl RunSummary {
-    /// Whether the run must be treated as a fork's (untrusted), deciding fail-closed: its
-    /// `head_repository.full_name` is present and differs (ignoring ASCII case, as GitHub's
-    /// names do) from `repository.full_name`, or, without that, from `listed_in`, the
-    /// `owner/repo` whose runs were read. Without a head repository, only a run whose event
-    /// says where its code comes from and cannot be a pull request (`push`, `schedule`,
-    /// `workflow_dispatch`, …) is trusted: a pull-request event without one, or a run without
-    /// an event, counts as a fork's.
-    pub fn is_from_fork(&self, listed_in: &str) -> bool {
-        let Some(head) = full_name(self.head_repository.as_ref()) else {
-            return match self.event.as_deref().map(str::trim) {
-                None | Some("") => true,
-                Some(event) => PULL_REQUEST_EVENTS
-                    .iter()
-                    .any(|e| e.eq_ignore_ascii_case(event)),
-            };
-        };
+    /// The trust the run's jobs earn ([`rm_core::judge_run`], fail-closed), the run being one
+    /// of `repository.full_name` or, without that, of `listed_in` (the `owner/repo` whose runs
+    /// were read).
+    pub fn trust(&self, listed_in: &str) -> (rm_core::JobTrust, String) {
         let base = full_name(self.repository.as_ref()).unwrap_or(listed_in);
-        !head.eq_ignore_ascii_case(base)
+        rm_core::judge_run(
+            base,
+            self.event.as_deref(),
+            full_name(self.head_repository.as_ref()),
+        )
+    }
+
+    /// Whether the run must be treated as a fork's (untrusted): [`RunSummary::trust`].
+    pub fn is_from_fork(&self, listed_in: &str) -> bool {
+        self.trust(listed_in).0 == rm_core::JobTrust::Untrusted
     }
 }
-
-/// Events that run a pull request's code, which may come from someone without write access.
-const PULL_REQUEST_EVENTS: &[&str] = &[
-    "pull_request",
-    "pull_request_target",
-    "pull_request_review",
-    "pull_request_review_comment",
-];
 
 fn full_name(repo: Option<&RunRepository>) -> Option<&str> {
     repo.and_then(|r| r.full_name.as_deref())
@@ -341,15 +330,27 @@ mod tests {
         );
         assert_eq!(r.event.as_deref(), Some("pull_request"));
         assert!(r.is_from_fork("octo/app"));
+        assert_eq!(r.trust("octo/app").0, rm_core::JobTrust::Untrusted);
+        let r = run(
+            r#"{"id":1,"event":"pull_request","repository":{"full_name":"octo/app"},
+                "head_repository":{"full_name":"octo/app"}}"#,
+        );
+        assert!(!r.is_from_fork("octo/app"));
+        assert_eq!(r.trust("octo/app").0, rm_core::JobTrust::PullRequest);
     }
 
     #[test]
     fn without_a_repository_the_listed_one_is_the_base() {
-        let r = run(r#"{"id":1,"head_repository":{"full_name":"mallory/app"}}"#);
+        let r = run(r#"{"id":1,"event":"push","head_repository":{"full_name":"mallory/app"}}"#);
         assert!(r.is_from_fork("octo/app"));
         assert!(!r.is_from_fork("Mallory/App"));
-        let r = run(r#"{"id":1,"repository":null,"head_repository":{"full_name":"octo/app"}}"#);
+        let r = run(
+            r#"{"id":1,"event":"push","repository":null,"head_repository":{"full_name":"octo/app"}}"#,
+        );
         assert!(!r.is_from_fork("octo/app"));
+        // Without an event, where the code comes from is not established: a fork's.
+        let r = run(r#"{"id":1,"repository":null,"head_repository":{"full_name":"octo/app"}}"#);
+        assert!(r.is_from_fork("octo/app"));
     }
 
     #[test]

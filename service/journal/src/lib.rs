@@ -21,6 +21,7 @@ mod runner_env;
 mod sandbox;
 mod schema;
 mod settings;
+mod trust;
 mod usage;
 
 use std::path::{Path, PathBuf};

@@ -181,7 +181,21 @@ CREATE TABLE policy_sandbox (
 ) STRICT;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+/// Version 9: the verdict on the job an attempt's runner ran (`rm_core::TrustVerdict`),
+/// decided when the runner's job ended from the job's own run and kept with the attempt, so
+/// that what its runner leaves behind is judged the same after a restart.
+const V9: &str = r#"
+CREATE TABLE attempt_trust (
+    attempt_id TEXT PRIMARY KEY NOT NULL REFERENCES attempts (id) ON DELETE CASCADE,
+    trust      TEXT NOT NULL CHECK (trust IN ('trusted', 'pull_request', 'untrusted')),
+    job_id     INTEGER,
+    run_id     INTEGER,
+    reason     TEXT NOT NULL,
+    decided_at_ms INTEGER NOT NULL
+) STRICT;
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -210,7 +210,7 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
     conn.execute_batch(
         "DROP TABLE attempt_usage; DROP TABLE host_settings; DROP TABLE policy_admission;
          DROP TABLE runner_env; DROP TABLE policy_cache; DROP TABLE cache_settings;
-         DROP TABLE policy_sandbox; PRAGMA user_version = 2;",
+         DROP TABLE policy_sandbox; DROP TABLE attempt_trust; PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);
@@ -219,7 +219,7 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
         .all(|s| !s.contains("attempt_usage")));
 
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     for attempt in &attempts {
         assert_eq!(

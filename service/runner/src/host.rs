@@ -421,12 +421,15 @@ impl<S: PackageSource> RunnerHost<S> {
     /// removes the runtime entirely, then its runner id sidecar, and gives the uid back (off
     /// the async threads).
     /// A persistent workspace it holds is saved first when `keep_workspace` (the runner ended
-    /// cleanly), else reset. Retryable failures come back as [`HostError::Scrub`]; drive them
-    /// with [`crate::ScrubRetry`].
+    /// cleanly), else reset. `job`: the trust of the job the runner ran (`None`: it ran none);
+    /// an untrusted job's runner that could write shared caches has those caches removed, in
+    /// use or not, so no later job uses what it wrote. Retryable failures come back as
+    /// [`HostError::Scrub`]; drive them with [`crate::ScrubRetry`].
     pub async fn scrub(
         &self,
         name: &RuntimeName,
         keep_workspace: bool,
+        job: Option<rm_core::JobTrust>,
     ) -> Result<ScrubReport, HostError> {
         let (root, name) = (Arc::clone(&self.root), name.clone());
         let caches = self.caches.clone();
@@ -468,6 +471,9 @@ impl<S: PackageSource> RunnerHost<S> {
                 }
             }
             let report = scrub(&path)?;
+            if let (Some(caches), Some(rm_core::JobTrust::Untrusted)) = (&caches, job) {
+                purge_untrusted_writes(caches, &name);
+            }
             if let Some(caches) = caches {
                 // The runtime is gone: its leases end, then the caches are brought under
                 // the cap between jobs. Neither undoes the scrub if it fails.
@@ -487,5 +493,22 @@ impl<S: PackageSource> RunnerHost<S> {
             Ok(report)
         })
         .await
+    }
+}
+
+/// An untrusted job's runner could write shared caches (GitHub gave it a job queued after it
+/// started as a writer, or its job's origin could not be established): those caches go, so
+/// no later job uses what it wrote.
+fn purge_untrusted_writes(caches: &Caches, name: &RuntimeName) {
+    for namespace in caches.written_by(name.as_str()) {
+        tracing::warn!(runtime = %name, namespace = %namespace, "a job that is not trusted ran on a runner that could write the caches; removing that namespace's caches so no later job uses what it wrote");
+        match caches.purge(&namespace) {
+            Ok(r) => {
+                tracing::info!(removed = r.removed.len(), namespace = %namespace, "caches an untrusted job could write removed")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, namespace = %namespace, "the caches an untrusted job could write could not be removed: clear them with `runner-manager cache clear`")
+            }
+        }
     }
 }

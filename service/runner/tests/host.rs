@@ -69,7 +69,7 @@ async fn one_attempt_end_to_end() {
             .unwrap(),
         StopOutcome::Terminated
     );
-    assert!(host.scrub(&name, false).await.unwrap().existed);
+    assert!(host.scrub(&name, false, None).await.unwrap().existed);
     assert!(!prepared.runtime.path.exists());
     assert_eq!(
         host.root().read_sidecar(&name).unwrap(),

@@ -98,6 +98,11 @@ pub struct JobSpec {
     /// fork when any of its jobs is.
     #[serde(default)]
     pub from_fork: bool,
+    /// The job comes from a pull request of a branch of the repository itself: its run is
+    /// rendered with `event: pull_request`, the repository as its `head_repository` and
+    /// `head_branch: feature`. A run is one when any of its jobs is (a fork's wins).
+    #[serde(default)]
+    pub pull_request: bool,
 }
 
 impl JobSpec {
@@ -112,6 +117,7 @@ impl JobSpec {
             memory_children: 0,
             command: None,
             from_fork: false,
+            pull_request: false,
         }
     }
 
@@ -128,6 +134,7 @@ impl JobSpec {
             memory_children: 0,
             command: None,
             from_fork: false,
+            pull_request: false,
         }
     }
 
@@ -159,6 +166,12 @@ impl JobSpec {
     /// Builder: the job comes from a pull request of a fork (so does its whole run).
     pub fn from_fork(mut self) -> Self {
         self.from_fork = true;
+        self
+    }
+
+    /// Builder: the job comes from a pull request of a branch of the repository itself.
+    pub fn pull_request(mut self) -> Self {
+        self.pull_request = true;
         self
     }
 }

@@ -213,6 +213,16 @@ pub trait GitHubPort: Send + Sync + 'static {
         let _ = runner_name;
         std::future::ready(())
     }
+
+    /// The verdict on the job `runner_name` ran, after [`GitHubPort::runner_job_over`]:
+    /// decided fail-closed from the job's own run (GitHub's word on which job the runner ran,
+    /// that run's event and head repository). The default knows nothing: untrusted.
+    fn job_verdict(&self, runner_name: &str) -> impl Future<Output = rm_core::TrustVerdict> + Send {
+        let _ = runner_name;
+        std::future::ready(rm_core::TrustVerdict::unknown(
+            "nothing said which job the runner ran",
+        ))
+    }
 }
 
 impl<G: GitHubPort> GitHubPort for Arc<G> {
@@ -267,6 +277,9 @@ impl<G: GitHubPort> GitHubPort for Arc<G> {
     }
     fn runner_job_over(&self, runner_name: &str) -> impl Future<Output = ()> + Send {
         (**self).runner_job_over(runner_name)
+    }
+    fn job_verdict(&self, runner_name: &str) -> impl Future<Output = rm_core::TrustVerdict> + Send {
+        (**self).job_verdict(runner_name)
     }
     fn pool_label(&self) -> Option<String> {
         (**self).pool_label()

@@ -128,11 +128,14 @@ pub trait RunnerHostPort: Send + Sync + 'static {
 
     /// Removes the runtime directory entirely and verifies nothing is left. A persistent
     /// workspace slot it holds is saved first when `keep_workspace` (the runner ended
-    /// cleanly), else reset.
+    /// cleanly and its job earned it), else reset. `job`: the trust of the job the runner
+    /// ran (`None`: it cannot have run one); what it may have written into the shared caches
+    /// is removed when that job was not trusted.
     fn scrub(
         &self,
         runtime: &Path,
         keep_workspace: bool,
+        job: Option<rm_core::JobTrust>,
     ) -> impl Future<Output = Result<(), ScrubError>> + Send;
 
     /// The required host checks a launch depends on (the runner root reachable by the runner
@@ -223,8 +226,9 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
         &self,
         runtime: &Path,
         keep_workspace: bool,
+        job: Option<rm_core::JobTrust>,
     ) -> impl Future<Output = Result<(), ScrubError>> + Send {
-        (**self).scrub(runtime, keep_workspace)
+        (**self).scrub(runtime, keep_workspace, job)
     }
     fn check_fitness(&self) -> impl Future<Output = Vec<HostCheck>> + Send {
         (**self).check_fitness()

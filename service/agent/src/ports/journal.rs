@@ -143,6 +143,19 @@ pub trait JournalPort: Send + Sync + 'static {
         let _ = policy;
         None
     }
+
+    /// Records the verdict on the job `attempt`'s runner ran (kept with the attempt).
+    fn put_trust(
+        &self,
+        attempt: &rm_core::AttemptId,
+        verdict: &rm_core::TrustVerdict,
+    ) -> impl Future<Output = Result<(), JournalError>> + Send;
+
+    /// `attempt`'s recorded verdict, if any.
+    fn trust_of(
+        &self,
+        attempt: &rm_core::AttemptId,
+    ) -> impl Future<Output = Result<Option<rm_core::TrustVerdict>, JournalError>> + Send;
 }
 
 impl<J: JournalPort> JournalPort for Arc<J> {
@@ -196,5 +209,18 @@ impl<J: JournalPort> JournalPort for Arc<J> {
     }
     fn capacity_hold_for(&self, policy: PolicyId) -> Option<rm_core::CapacityHold> {
         (**self).capacity_hold_for(policy)
+    }
+    fn put_trust(
+        &self,
+        attempt: &rm_core::AttemptId,
+        verdict: &rm_core::TrustVerdict,
+    ) -> impl Future<Output = Result<(), JournalError>> + Send {
+        (**self).put_trust(attempt, verdict)
+    }
+    fn trust_of(
+        &self,
+        attempt: &rm_core::AttemptId,
+    ) -> impl Future<Output = Result<Option<rm_core::TrustVerdict>, JournalError>> + Send {
+        (**self).trust_of(attempt)
     }
 }

@@ -6,12 +6,6 @@ use rm_agent::{AgentConfig, EventKind, RunnerStatus};
 use rm_core::{AttemptState, Outcome};
 use std::time::Duration;
 
-fn only_attempt(h: &Harness) -> rm_core::Attempt {
-    let all = h.journal.attempts();
-    assert_eq!(all.len(), 1, "{all:?}");
-    all[0].clone()
-}
-
 /// A loop with the service's default inventory refresh (30 s; timeouts 300 s).
 fn default_loop(h: &Harness) -> Loop {
     h.make_loop_with(target(), AgentConfig::default())

@@ -6,12 +6,6 @@ use rm_core::{AttemptState, FailureReason, Outcome, PolicyState, Target};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn only_attempt(h: &Harness) -> rm_core::Attempt {
-    let all = h.journal.attempts();
-    assert_eq!(all.len(), 1, "{all:?}");
-    all[0].clone()
-}
-
 #[tokio::test]
 async fn a_launch_writes_the_journal_before_every_effect() {
     let mut h = Harness::new();
@@ -812,7 +806,17 @@ async fn a_persistent_targets_runner_is_registered_with_its_slot_and_keeps_it_on
         h.github.state.lock().unwrap().work_folders,
         vec![Some(std::path::PathBuf::from("/ws/1/0/work"))]
     );
-    // The job ran and the runner left GitHub and exited: its workspace is kept.
+    // The job ran (a push's, by GitHub's word) and the runner left GitHub and exited: its
+    // workspace is kept.
+    h.github.state.lock().unwrap().verdicts.insert(
+        a.runner_name().to_owned(),
+        rm_core::TrustVerdict {
+            trust: rm_core::JobTrust::Trusted,
+            job_id: Some(1),
+            run_id: Some(1),
+            reason: "a push run".into(),
+        },
+    );
     h.github.set_jobs(0);
     h.github.unlist(a.runner_name());
     h.host.set_evidence(a.id(), rm_core::Evidence::JobCompleted);

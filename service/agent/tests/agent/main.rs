@@ -11,4 +11,5 @@ mod pool;
 mod recovery;
 mod supervision;
 mod support;
+mod trust;
 mod why;

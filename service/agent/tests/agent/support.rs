@@ -45,6 +45,10 @@ pub struct JState {
     pub uncleaned_reads: u32,
     pub capacity_reads: u32,
     pub counts_reads: u32,
+    /// The verdicts journalled with attempts.
+    pub trust: BTreeMap<AttemptId, rm_core::TrustVerdict>,
+    /// Journalling a verdict fails (a full disk).
+    pub fail_trust: bool,
 }
 
 pub struct FakeJournal {
@@ -125,6 +129,28 @@ impl FakeJournal {
 }
 
 impl JournalPort for FakeJournal {
+    async fn put_trust(
+        &self,
+        attempt: &AttemptId,
+        verdict: &rm_core::TrustVerdict,
+    ) -> Result<(), JournalError> {
+        let mut st = self.state.lock().unwrap();
+        if st.fail_trust {
+            return Err(JournalError::Unavailable {
+                detail: "disk full".into(),
+            });
+        }
+        st.trust.insert(attempt.clone(), verdict.clone());
+        Ok(())
+    }
+
+    async fn trust_of(
+        &self,
+        attempt: &AttemptId,
+    ) -> Result<Option<rm_core::TrustVerdict>, JournalError> {
+        Ok(self.state.lock().unwrap().trust.get(attempt).cloned())
+    }
+
     async fn policies(&self, target: &Target) -> Result<Vec<Policy>, JournalError> {
         let st = self.state.lock().unwrap();
         if st.fail_policies {
@@ -269,6 +295,8 @@ pub struct GState {
     pub pool: Option<FakePool>,
     /// `runner_took_job` calls: (runner, console name, labels).
     pub took: Vec<(String, Option<String>, Vec<String>)>,
+    /// What `job_verdict` answers per runner (unknown, so untrusted, when absent).
+    pub verdicts: HashMap<String, rm_core::TrustVerdict>,
 }
 
 /// The pool's side of placement, in memory: which queued jobs other hosts hold.
@@ -476,6 +504,17 @@ impl GitHubPort for FakeGitHub {
         push(&self.log, format!("github.job_over {runner_name}"));
     }
 
+    async fn job_verdict(&self, runner_name: &str) -> rm_core::TrustVerdict {
+        push(&self.log, format!("github.job_verdict {runner_name}"));
+        self.state
+            .lock()
+            .unwrap()
+            .verdicts
+            .get(runner_name)
+            .cloned()
+            .unwrap_or_else(|| rm_core::TrustVerdict::unknown("the fake was told nothing"))
+    }
+
     fn pool_label(&self) -> Option<String> {
         self.state
             .lock()
@@ -586,6 +625,8 @@ pub struct HState {
     pub scrubbed: Vec<PathBuf>,
     /// Whether each scrub (in order) asked to keep a persistent workspace.
     pub kept_workspace: Vec<bool>,
+    /// The trust each scrub (in order) was told the runner's job had.
+    pub scrub_trust: Vec<Option<rm_core::JobTrust>>,
     /// The persistent workspace claims, in order.
     pub claims: Vec<(AttemptId, rm_core::PolicyId)>,
     pub stops: Vec<ProcessIdentity>,
@@ -816,7 +857,12 @@ impl RunnerHostPort for FakeHost {
         st.fitness.clone()
     }
 
-    async fn scrub(&self, runtime: &Path, keep_workspace: bool) -> Result<(), ScrubError> {
+    async fn scrub(
+        &self,
+        runtime: &Path,
+        keep_workspace: bool,
+        job: Option<rm_core::JobTrust>,
+    ) -> Result<(), ScrubError> {
         push(&self.log, "host.scrub");
         let mut st = self.state.lock().unwrap();
         if let Some(e) = st.scrub_script.pop_front() {
@@ -824,6 +870,7 @@ impl RunnerHostPort for FakeHost {
         }
         st.scrubbed.push(runtime.to_owned());
         st.kept_workspace.push(keep_workspace);
+        st.scrub_trust.push(job);
         Ok(())
     }
 }
@@ -946,4 +993,11 @@ impl Harness {
         self.journal.put(a.clone());
         (a, process)
     }
+}
+
+/// The one attempt in the journal.
+pub fn only_attempt(h: &Harness) -> rm_core::Attempt {
+    let all = h.journal.attempts();
+    assert_eq!(all.len(), 1, "{all:?}");
+    all[0].clone()
 }

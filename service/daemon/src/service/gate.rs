@@ -123,6 +123,19 @@ impl JournalPort for GatedJournal {
     async fn uncleaned_attempts(&self) -> Result<Vec<Attempt>, JournalError> {
         self.inner.uncleaned_attempts().await
     }
+    async fn put_trust(
+        &self,
+        attempt: &rm_core::AttemptId,
+        verdict: &rm_core::TrustVerdict,
+    ) -> Result<(), JournalError> {
+        self.inner.put_trust(attempt, verdict).await
+    }
+    async fn trust_of(
+        &self,
+        attempt: &rm_core::AttemptId,
+    ) -> Result<Option<rm_core::TrustVerdict>, JournalError> {
+        self.inner.trust_of(attempt).await
+    }
     async fn uncleaned_attempts_of(
         &self,
         policies: &[PolicyId],

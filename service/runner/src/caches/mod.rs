@@ -327,10 +327,6 @@ pub struct Caches {
     platform: String,
     /// One change at a time: leases, gid allocation, the stats file.
     lock: Mutex<()>,
-    /// The runtimes lately given a namespace to write (newest last, at most
-    /// [`RECENT_WRITERS`]): a runner's job is learnt from GitHub only later, and a fork's job
-    /// on a writer means its namespace must go.
-    writers: Mutex<std::collections::VecDeque<(String, Namespace)>>,
     /// Sizes of dependency caches measured since a runner last wrote them. Only a runner of
     /// the namespace that shared the cache (its record says so) writes it, so the size holds
     /// until such a runner is released; the prune after every runner's end then walks only
@@ -347,9 +343,6 @@ enum Sizes {
     /// Walk only trees written since they were last measured (the prune between jobs).
     Remembered,
 }
-
-/// How many writers [`Caches::writer_of`] remembers.
-const RECENT_WRITERS: usize = 512;
 
 /// The tool caches, per platform and namespace, under the caches' root.
 const TOOLS_DIR: &str = "tools-by-namespace";
@@ -377,7 +370,6 @@ impl Caches {
             owners,
             platform: platform.to_owned(),
             lock: Mutex::new(()),
-            writers: Mutex::new(std::collections::VecDeque::new()),
             sizes: Mutex::new(HashMap::new()),
         };
         caches.ensure_layout()?;
@@ -542,11 +534,6 @@ impl Caches {
             }
             if writable {
                 primary = ns_gid;
-                let mut writers = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
-                if writers.len() >= RECENT_WRITERS {
-                    writers.pop_front();
-                }
-                writers.push_back((runtime.name.as_str().to_owned(), ns.clone()));
             }
             record.namespace = Some(ns.rel_dir());
             let mut stats = stats::Stats::load(&self.root);
@@ -1057,15 +1044,24 @@ impl Caches {
         fsutil::remove_any(path)
     }
 
-    /// The namespace `runtime` was given to write, if it was (lately).
-    pub fn writer_of(&self, runtime: &str) -> Option<Namespace> {
-        self.writers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .rev()
-            .find(|(name, _)| name == runtime)
-            .map(|(_, ns)| ns.clone())
+    /// The namespaces `runtime` could write, as its record says: its dependency caches when
+    /// they were shared with it, the tool cache whose lease it held. Read before
+    /// [`Caches::release`] removes the record.
+    pub fn written_by(&self, runtime: &str) -> Vec<Namespace> {
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(r) = record::read(&self.record_path(runtime)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if !r.shared.is_empty() {
+            out.extend(r.namespace.as_deref().and_then(Namespace::from_rel_dir));
+        }
+        if let Some(ns) = r.tool_lease.as_deref().and_then(Namespace::from_rel_dir) {
+            if !out.contains(&ns) {
+                out.push(ns);
+            }
+        }
+        out
     }
 
     /// Removes every cache of `namespace`, in use or not: what is in it can no longer be

@@ -420,3 +420,31 @@ fn a_setup_failure_becomes_a_problem_once_it_repeats_and_goes_with_a_success() {
     settings.note_workspace_setup(Ok(()));
     assert_eq!(settings.setup_problem(), None);
 }
+
+#[test]
+fn what_a_runner_could_write_is_known_from_its_record_until_it_is_released() {
+    let w = world();
+    let writer = w.runtime("w");
+    w.caches
+        .prepare(&writer, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let reader = w.runtime("r");
+    w.caches
+        .prepare(&reader, &plan("octo/hello", CacheAccess::ReadOnly))
+        .unwrap();
+    // The writer shared the namespace's caches and held its tool cache's lease.
+    assert_eq!(w.caches.written_by("w"), vec![ns("octo/hello")]);
+    // A reader worked on copies: nothing of the namespace to remove for it.
+    assert!(w.caches.written_by("r").is_empty());
+    // A fresh `Caches` (a restarted service) reads the same from disk.
+    let again = Caches::open(
+        w.root.path(),
+        CacheOwners::Single { runner: None },
+        "linux-x64",
+    )
+    .unwrap();
+    assert_eq!(again.written_by("w"), vec![ns("octo/hello")]);
+    w.end(&writer);
+    assert!(w.caches.written_by("w").is_empty(), "released");
+    w.end(&reader);
+}

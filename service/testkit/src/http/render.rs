@@ -183,15 +183,16 @@ pub(crate) fn run(w: &World, run: &Run, u: &Urls) -> Value {
     let suite = run.id + 1_000_000_000;
     // A pull request from a fork: GitHub names the fork as the head repository and the
     // target as `repository`.
-    let (event, head_repository) = match repo.filter(|_| run.from_fork) {
-        Some(r) => ("pull_request", fork_of(w, r, u)),
-        None => ("push", repo_json.clone()),
+    let (event, head_repository, head_branch) = match repo.filter(|_| run.from_fork) {
+        Some(r) => ("pull_request", fork_of(w, r, u), "main"),
+        None if run.pull_request => ("pull_request", repo_json.clone(), "feature"),
+        None => ("push", repo_json.clone(), "main"),
     };
     json!({
         "id": run.id,
         "name": run.name,
         "node_id": node_id("WFR", run.id),
-        "head_branch": "main",
+        "head_branch": head_branch,
         "head_sha": run.head_sha,
         "path": ".github/workflows/ci.yml",
         "display_title": "Fake commit",
@@ -282,6 +283,10 @@ pub(crate) fn job(w: &World, j: &Job, u: &Urls) -> Value {
         .get(&j.run_id)
         .map(|r| r.name.clone())
         .unwrap_or_else(|| "CI".into());
+    let head_branch = match w.runs.get(&j.run_id) {
+        Some(r) if r.pull_request && !r.from_fork => "feature",
+        _ => "main",
+    };
     let step = |name: &str, number: u32| match j.status {
         JobStatus::Queued => None,
         JobStatus::InProgress => Some(json!({
@@ -304,7 +309,7 @@ pub(crate) fn job(w: &World, j: &Job, u: &Urls) -> Value {
         "run_attempt": 1,
         "node_id": node_id("CR", j.id),
         "head_sha": head_sha,
-        "head_branch": "main",
+        "head_branch": head_branch,
         "url": api,
         "html_url": format!("{}/{}/actions/runs/{}/job/{}", u.html, j.repo, j.run_id, j.id),
         "status": j.status.as_str(),

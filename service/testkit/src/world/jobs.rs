@@ -22,6 +22,7 @@ impl World {
         let now = Utc::now();
         let mut job_ids = Vec::new();
         let from_fork = jobs.iter().any(|j| j.from_fork);
+        let pull_request = jobs.iter().any(|j| j.pull_request);
         for spec in jobs {
             let id = self.next_job_id;
             self.next_job_id += 1;
@@ -63,6 +64,7 @@ impl World {
                 created_at: now,
                 job_ids,
                 from_fork,
+                pull_request,
             },
         );
         Ok(run_id)

@@ -145,6 +145,8 @@ pub(crate) struct Run {
     pub job_ids: Vec<u64>,
     /// A pull request from a fork (any of its specs said so).
     pub from_fork: bool,
+    /// A pull request from a branch of the repository itself.
+    pub pull_request: bool,
 }
 
 #[derive(Debug, Clone)]
