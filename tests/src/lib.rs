@@ -108,6 +108,9 @@ pub struct Daemon {
     /// Run in a session keyring of its own holding this `user` key (name, value), as a service
     /// started from a login session may hold its session's keys.
     keyring: Option<(String, String)>,
+    /// Run in a mount namespace of its own where this file is `/etc/resolv.conf` (a host whose
+    /// resolver is on its loopback, as systemd-resolved's is). Needs root.
+    resolv_conf: Option<PathBuf>,
 }
 
 /// An ordinary login user made for the tests (as root): the developer whose workstation the
@@ -155,6 +158,35 @@ impl Daemon {
         Daemon::start_in_keyring(gh, Some(user), None).await
     }
 
+    /// [`Daemon::start`] (as `user`, when given) on a host whose `/etc/resolv.conf` is
+    /// `resolv_conf` (in a mount namespace of the service's own: the test's host is left as it
+    /// is). Needs root.
+    pub async fn start_with_resolver(
+        gh: &FakeGitHub,
+        user: Option<&DevUser>,
+        resolv_conf: &Path,
+    ) -> Daemon {
+        let mut d = Daemon::prepare(gh, &bin("runner-manager"), &[], &[]);
+        d.resolv_conf = Some(resolv_conf.to_owned());
+        if let Some(user) = user {
+            d.user = Some(user.clone());
+            d.give_dirs_to(user);
+        }
+        d.spawn().await;
+        d
+    }
+
+    /// The service's directories, made and given to `user` (the per-user service's own).
+    fn give_dirs_to(&self, user: &DevUser) {
+        for dir in [self.dir.path().to_path_buf(), self.data_dir.clone()]
+            .into_iter()
+            .chain(self.socket.parent().map(Path::to_path_buf))
+        {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
+        }
+    }
+
     /// [`Daemon::start`] (as `user`, when given) in a new session keyring that holds the
     /// `user` key `key` = (name, value): the service possesses it, as it would a login
     /// session's keys.
@@ -170,13 +202,7 @@ impl Daemon {
             return d;
         };
         d.user = Some(user.clone());
-        for dir in [d.dir.path().to_path_buf(), d.data_dir.clone()]
-            .into_iter()
-            .chain(d.socket.parent().map(Path::to_path_buf))
-        {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
-        }
+        d.give_dirs_to(user);
         d.spawn().await;
         d
     }
@@ -290,6 +316,7 @@ impl Daemon {
                 .collect(),
             user: None,
             keyring: None,
+            resolv_conf: None,
         }
     }
 
@@ -314,7 +341,28 @@ impl Daemon {
                 .env("RM_KEY_VALUE", value);
                 c
             }
-            None => Command::new(&self.exe),
+            None => {
+                match &self.resolv_conf {
+                    // A mount namespace of its own (as root), the file bound over the host's, then
+                    // the service as its user.
+                    Some(conf) => {
+                        let mut c = Command::new("unshare");
+                        c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                        .arg(r#"conf=$1; shift; mount --bind "$conf" /etc/resolv.conf && exec "$@""#)
+                        .arg("sh")
+                        .arg(conf);
+                        if let Some(u) = &self.user {
+                            c.arg("setpriv")
+                                .arg(format!("--reuid={}", u.uid))
+                                .arg(format!("--regid={}", u.gid))
+                                .args(["--clear-groups", "--"]);
+                        }
+                        c.arg(&self.exe);
+                        c
+                    }
+                    None => Command::new(&self.exe),
+                }
+            }
         };
         cmd.args(&self.args)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
@@ -324,9 +372,10 @@ impl Daemon {
             .stderr(log_file)
             .kill_on_drop(true);
         if let Some(u) = &self.user {
-            cmd.uid(u.uid)
-                .gid(u.gid)
-                .env("HOME", &u.home)
+            if self.resolv_conf.is_none() {
+                cmd.uid(u.uid).gid(u.gid);
+            }
+            cmd.env("HOME", &u.home)
                 .env("USER", &u.name)
                 .env("LOGNAME", &u.name)
                 .env_remove("XDG_RUNTIME_DIR")

@@ -751,3 +751,114 @@ async fn docker_is_reached_only_by_a_target_that_opted_in() {
     );
     d.stop().await.unwrap();
 }
+
+/// A DNS server on a loopback address of the host, as systemd-resolved's `127.0.0.53` is:
+/// answers `A` for `name` with `addr`, NXDOMAIN for any other name. A few lines of RFC 1035
+/// written here: no DNS server crate is worth its build time for one answer in one test.
+fn loopback_resolver(ip: std::net::Ipv4Addr, name: &str, addr: [u8; 4]) {
+    let sock = std::net::UdpSocket::bind((ip, 53)).unwrap();
+    let name = name.to_ascii_lowercase();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if let Some(answer) = dns_answer(&buf[..n], &name, addr) {
+                let _ = sock.send_to(&answer, from);
+            }
+        }
+    });
+}
+
+/// The answer to one query: its question echoed, then one `A` record when it asks for `name`.
+fn dns_answer(q: &[u8], name: &str, addr: [u8; 4]) -> Option<Vec<u8>> {
+    let mut at = 12;
+    let mut labels = Vec::new();
+    loop {
+        let len = usize::from(*q.get(at)?);
+        at += 1;
+        if len == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(at..at + len)?).to_ascii_lowercase());
+        at += len;
+    }
+    let qtype = u16::from_be_bytes([*q.get(at)?, *q.get(at + 1)?]);
+    let question = q.get(12..at + 4)?;
+    let found = labels.join(".") == name;
+    let answers = u8::from(found && qtype == 1);
+    let mut out = q.get(0..2)?.to_vec();
+    // A response, authoritative, recursion as asked and available; NXDOMAIN for other names.
+    out.push(0x84 | (q[2] & 0x01));
+    out.push(0x80 | if found { 0 } else { 3 });
+    out.extend_from_slice(&[0, 1, 0, answers, 0, 0, 0, 0]);
+    out.extend_from_slice(question);
+    if answers == 1 {
+        out.extend_from_slice(&[0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+        out.extend_from_slice(&addr);
+    }
+    Some(out)
+}
+
+/// A host whose resolver is on its loopback (systemd-resolved's `127.0.0.53`; here a stand-in
+/// on another loopback address, in a mount namespace of the service's own whose
+/// `/etc/resolv.conf` names it): the job's loopback is its own, so the service gives it a
+/// resolver configuration naming the sandbox's DNS forward, and a name resolves in the job as
+/// on the host. Outside the sandbox the same configuration resolves it too, so the test can
+/// fail only on the sandbox's account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_resolves_names_through_the_hosts_loopback_resolver() {
+    if !root_only() {
+        return;
+    }
+    let ip = std::net::Ipv4Addr::new(127, 83, 0, 53);
+    let name = "probe.rm-dns.test";
+    loopback_resolver(ip, name, [10, 1, 2, 3]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = dir.path().join("resolv.conf");
+    std::fs::write(
+        &conf,
+        format!("nameserver {ip}\noptions timeout:2 attempts:3\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let outside = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/resolv.conf && getent ahostsv4 "$1""#)
+        .arg(&conf)
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&outside.stdout).contains("10.1.2.3"),
+        "outside the sandbox the loopback resolver answers, or this test proves nothing: {outside:?}"
+    );
+
+    for mode in Mode::both() {
+        let gh = fake_github().await;
+        let user = match &mode {
+            Mode::System => None,
+            Mode::User(u) => Some(u),
+        };
+        let d = Daemon::start_with_resolver(&gh, user, &conf).await;
+        d.sign_in(&gh, "octo").await;
+        let added = d
+            .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+            .await;
+        let label = routing_label(&added);
+        let out = out_dir();
+        let o = out.path().display();
+        let step = format!(
+            "cat /etc/resolv.conf > {o}/conf; getent ahostsv4 {name} > {o}/seen 2>&1; true"
+        );
+        job(&d, &gh, &label, "dns", &step).await;
+        let seen = read(out.path(), "seen");
+        assert!(
+            seen.contains("10.1.2.3"),
+            "{mode:?}: the job did not resolve {name} (it got {seen:?}) with this resolver \
+             configuration:\n{}",
+            read(out.path(), "conf")
+        );
+        d.stop().await.unwrap();
+    }
+}
