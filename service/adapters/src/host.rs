@@ -358,6 +358,17 @@ impl<S: PackageSource + 'static> RunnerHostPort for HostAdapter<S> {
         self.host.config().sandbox_choices.for_policy(policy)
     }
 
+    async fn needs_verdict(&self, runtime: &Path) -> bool {
+        // A name that is not ours cannot be looked at: ask (doubt costs a verdict).
+        let Ok(name) = name_of(runtime) else {
+            return true;
+        };
+        let host = Arc::clone(&self.host);
+        tokio::task::spawn_blocking(move || host.needs_verdict(&name))
+            .await
+            .unwrap_or(true)
+    }
+
     async fn scrub(
         &self,
         runtime: &Path,

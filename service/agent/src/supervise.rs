@@ -277,6 +277,12 @@ where
     /// cannot be journalled is not kept anywhere else: the clean-up then finds none, which
     /// counts as no trust.
     async fn judge_job(&self, a: &Attempt) {
+        let runtime = self.ports.host.runtime_dir(a.id());
+        if !self.ports.host.needs_verdict(&runtime).await {
+            // Nothing it could leave behind changed: no request. The clean-up, finding no
+            // verdict, still removes nothing but what changed after this look.
+            return;
+        }
         let verdict = self.ports.github.job_verdict(a.runner_name()).await;
         if let Err(e) = self.ports.journal.put_trust(a.id(), &verdict).await {
             tracing::warn!(gh_target = %self.target, attempt = %a.id(), error = %e, "the job's verdict could not be journalled; what its runner left is not trusted");

@@ -260,6 +260,20 @@ impl<S: PackageSource> RunnerHost<S> {
     }
 
     /// The caches, when they could be set up.
+    /// Whether the job `name`'s runner ran may have left something its trust decides: a
+    /// persistent workspace slot to save, or a change in the shared caches it could write.
+    /// Nothing: no verdict is needed, and GitHub is not asked for one.
+    pub fn needs_verdict(&self, name: &RuntimeName) -> bool {
+        let slot = self
+            .workspaces
+            .as_ref()
+            .is_some_and(|w| w.work_folder_of(name).is_some());
+        slot || self
+            .caches
+            .as_ref()
+            .is_some_and(|c| c.changed_since_prepare(name.as_str()))
+    }
+
     pub fn caches(&self) -> Option<&Arc<Caches>> {
         self.caches.as_ref()
     }
@@ -497,11 +511,14 @@ impl<S: PackageSource> RunnerHost<S> {
 }
 
 /// An untrusted job's runner could write shared caches (GitHub gave it a job queued after it
-/// started as a writer, or its job's origin could not be established): those caches go, so
-/// no later job uses what it wrote.
+/// started as a writer, or its job's origin could not be established) and something in them
+/// changed meanwhile: those caches go, so no later job uses what it wrote.
 fn purge_untrusted_writes(caches: &Caches, name: &RuntimeName) {
+    if !caches.changed_since_prepare(name.as_str()) {
+        return;
+    }
     for namespace in caches.written_by(name.as_str()) {
-        tracing::warn!(runtime = %name, namespace = %namespace, "a job that is not trusted ran on a runner that could write the caches; removing that namespace's caches so no later job uses what it wrote");
+        tracing::warn!(runtime = %name, namespace = %namespace, "a job that is not trusted (or whose origin could not be established) ran on a runner that could write the caches, and they changed; removing that namespace's caches so no later job uses what it wrote");
         match caches.purge(&namespace) {
             Ok(r) => {
                 tracing::info!(removed = r.removed.len(), namespace = %namespace, "caches an untrusted job could write removed")

@@ -146,6 +146,14 @@ pub trait RunnerHostPort: Send + Sync + 'static {
         async { Vec::new() }
     }
 
+    /// Whether the runner of `runtime`, whose job just ended, may have left something the
+    /// job's trust decides (a persistent workspace to save, a change in the shared caches it
+    /// could write): only then is GitHub asked for a verdict. The default: yes.
+    fn needs_verdict(&self, runtime: &Path) -> impl Future<Output = bool> + Send {
+        let _ = runtime;
+        async { true }
+    }
+
     /// `policy`'s own sandbox choice: a target set to run without the walls is not held back
     /// by a host that cannot build them. The default: walled.
     fn sandbox_choice(&self, _policy: rm_core::PolicyId) -> rm_core::TargetSandbox {
@@ -235,5 +243,8 @@ impl<H: RunnerHostPort> RunnerHostPort for Arc<H> {
     }
     fn sandbox_choice(&self, policy: rm_core::PolicyId) -> rm_core::TargetSandbox {
         (**self).sandbox_choice(policy)
+    }
+    fn needs_verdict(&self, runtime: &Path) -> impl Future<Output = bool> + Send {
+        (**self).needs_verdict(runtime)
     }
 }

@@ -627,6 +627,8 @@ pub struct HState {
     pub kept_workspace: Vec<bool>,
     /// The trust each scrub (in order) was told the runner's job had.
     pub scrub_trust: Vec<Option<rm_core::JobTrust>>,
+    /// The runners left nothing a verdict decides (no workspace slot, no cache change).
+    pub nothing_to_judge: bool,
     /// The persistent workspace claims, in order.
     pub claims: Vec<(AttemptId, rm_core::PolicyId)>,
     pub stops: Vec<ProcessIdentity>,
@@ -855,6 +857,10 @@ impl RunnerHostPort for FakeHost {
         let mut st = self.state.lock().unwrap();
         st.fitness_checks += 1;
         st.fitness.clone()
+    }
+
+    async fn needs_verdict(&self, _runtime: &Path) -> bool {
+        !self.state.lock().unwrap().nothing_to_judge
     }
 
     async fn scrub(

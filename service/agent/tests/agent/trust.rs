@@ -150,3 +150,24 @@ async fn after_a_restart_the_clean_up_reads_the_journalled_verdict_not_github_ag
         .count();
     assert_eq!(asked, 1, "judged once, when the job ended");
 }
+
+#[tokio::test]
+async fn a_runner_that_left_nothing_to_judge_costs_no_request() {
+    let mut h = Harness::new();
+    h.host.state.lock().unwrap().nothing_to_judge = true;
+    let a = one_job(&mut h, Some(JobTrust::Trusted)).await;
+    assert!(a.is_cleaned());
+    assert!(
+        !h.calls()
+            .iter()
+            .any(|c| c.starts_with("github.job_verdict")),
+        "GitHub was asked: {:?}",
+        h.calls()
+    );
+    // No verdict: nothing is trusted, and the host removes only what changed after the look.
+    assert_eq!(h.journal.state.lock().unwrap().trust.get(a.id()), None);
+    assert_eq!(
+        h.host.state.lock().unwrap().scrub_trust,
+        vec![Some(JobTrust::Untrusted)]
+    );
+}

@@ -894,13 +894,16 @@ impl Api {
             PolicyState::RepairRequired => {}
             PolicyState::AuthenticationFailed => {
                 return Err(ApiError::conflict(format!(
-                    "{} waits for a working GitHub credential, not for a repair: sign in again                      with `runner-manager auth login`",
+                    "{} waits for a working GitHub credential, not for a repair: sign in again \
+                     with `runner-manager auth login`",
                     target.name
                 )))
             }
             state => {
                 return Err(ApiError::conflict(format!(
-                    "{} is {state}, not waiting for repair: there is nothing to retry (failed                      launches are tried again by themselves after a pause; `runner-manager                      status` shows when)",
+                    "{} is {state}, not waiting for repair: there is nothing to retry (failed \
+                     launches are tried again by themselves after a pause; `runner-manager \
+                     status` shows when)",
                     target.name
                 )))
             }

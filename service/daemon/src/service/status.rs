@@ -344,7 +344,9 @@ fn caches_problem(p: rm_runner::SetupProblem) -> rm_proto::CachesProblem {
                 "The last {} runners of a target with persistent workspaces started with an empty work folder: {}",
                 p.failures, p.detail
             ),
-            "Jobs still run, only slower. Check that the runner root's filesystem has space and              is writable by the service; `runner-manager repo set TARGET --workspace ephemeral`              stops using the workspaces and deletes them."
+            "Jobs still run, only slower. Check that the runner root's filesystem has space and \
+             is writable by the service; `runner-manager repo set TARGET --workspace ephemeral` \
+             stops using the workspaces and deletes them."
                 .to_owned(),
         ),
         _ => (
@@ -352,7 +354,9 @@ fn caches_problem(p: rm_runner::SetupProblem) -> rm_proto::CachesProblem {
                 "The last {} runners started without their caches: {}",
                 p.failures, p.detail
             ),
-            "Jobs still run, only slower. Check that the runner root's filesystem has space and              is writable by the service; `runner-manager cache clear` removes damaged caches,              `runner-manager repo set TARGET --cache off` stops using them."
+            "Jobs still run, only slower. Check that the runner root's filesystem has space and \
+             is writable by the service; `runner-manager cache clear` removes damaged caches, \
+             `runner-manager repo set TARGET --cache off` stops using them."
                 .to_owned(),
         ),
     };

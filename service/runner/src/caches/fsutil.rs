@@ -35,16 +35,24 @@ pub(crate) fn ensure_dir(path: &Path, mode: DirMode) -> Result<bool, CachesError
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
         Err(e) => return Err(io_at(path)(e)),
     };
-    if !is_real_dir(path) {
+    let meta = fs::symlink_metadata(path).map_err(io_at(path))?;
+    if !meta.is_dir() {
         return Err(io_at(path)(io::Error::other(
             "expected a directory (not a link); remove it and try again",
         )));
     }
+    // Only what differs is set: a directory already right keeps its status-change time, which
+    // tells whether a job changed the caches (`changed_since`).
     if let Some(o) = mode.owner {
-        std::os::unix::fs::lchown(path, Some(o.uid), Some(o.gid)).map_err(io_at(path))?;
+        if meta.uid() != o.uid || meta.gid() != o.gid {
+            std::os::unix::fs::lchown(path, Some(o.uid), Some(o.gid)).map_err(io_at(path))?;
+        }
     }
     // After chown, which clears setgid on some filesystems.
-    fs::set_permissions(path, fs::Permissions::from_mode(mode.mode)).map_err(io_at(path))?;
+    let now = fs::symlink_metadata(path).map_err(io_at(path))?;
+    if now.permissions().mode() & 0o7777 != mode.mode {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode.mode)).map_err(io_at(path))?;
+    }
     Ok(created)
 }
 
@@ -127,6 +135,37 @@ pub(crate) fn dir_size(path: &Path) -> u64 {
         }
     }
     total
+}
+
+/// Whether `root` or anything under it (links not followed) had its status changed (`ctime`)
+/// after `since` (seconds, nanoseconds), stopping at the first. Strictly after: what was made
+/// while preparing shares the clock tick of the record written last (the kernel's file times
+/// are coarse), and no job starts within that tick. A missing `root` has not
+/// changed. Errors reading the tree are errors (the caller decides what doubt means).
+pub(crate) fn changed_since(root: &Path, since: (i64, i64)) -> io::Result<bool> {
+    let changed = |m: &fs::Metadata| (m.ctime(), m.ctime_nsec()) > since;
+    let meta = match fs::symlink_metadata(root) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if changed(&meta) {
+        return Ok(true);
+    }
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if changed(&meta) {
+                return Ok(true);
+            }
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok(false)
 }
 
 pub(crate) fn mtime_ms(path: &Path) -> i64 {

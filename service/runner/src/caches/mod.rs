@@ -1044,6 +1044,39 @@ impl Caches {
         fsutil::remove_any(path)
     }
 
+    /// Whether anything in the shared caches `runtime` could write changed since its caches
+    /// were prepared (its record was written then): an entry's status-change time (`ctime`),
+    /// which the kernel sets on every write, rename, link or mode change and no job can set
+    /// back. True when it cannot be told (no record time, an unreadable tree): a change is
+    /// what costs a verdict, so doubt counts as one. Another runner's writes at the same time
+    /// count too.
+    pub fn changed_since_prepare(&self, runtime: &str) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.record_path(runtime);
+        let Some(record) = record::read(&path) else {
+            return false;
+        };
+        let Ok(since) = std::fs::symlink_metadata(&path).map(|m| (m.mtime(), m.mtime_nsec()))
+        else {
+            return true;
+        };
+        let mut roots = Vec::new();
+        if let Some(ns) = record.namespace.as_deref() {
+            let ns_dir = self.deps_dir().join(ns);
+            roots.extend(record.shared.iter().map(|tool| ns_dir.join(tool)));
+        }
+        if let Some(ns) = record
+            .tool_lease
+            .as_deref()
+            .and_then(Namespace::from_rel_dir)
+        {
+            roots.push(self.tool_cache_dir(&ns));
+        }
+        roots
+            .iter()
+            .any(|root| fsutil::changed_since(root, since).unwrap_or(true))
+    }
+
     /// The namespaces `runtime` could write, as its record says: its dependency caches when
     /// they were shared with it, the tool cache whose lease it held. Read before
     /// [`Caches::release`] removes the record.

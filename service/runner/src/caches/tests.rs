@@ -436,6 +436,20 @@ fn what_a_runner_could_write_is_known_from_its_record_until_it_is_released() {
     assert_eq!(w.caches.written_by("w"), vec![ns("octo/hello")]);
     // A reader worked on copies: nothing of the namespace to remove for it.
     assert!(w.caches.written_by("r").is_empty());
+    // Nothing changed yet; a job starts well after its caches were prepared.
+    assert!(!w.caches.changed_since_prepare("w"));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let npm = w
+        .caches
+        .deps_dir()
+        .join(ns("octo/hello").rel_dir())
+        .join("npm");
+    fs::create_dir_all(npm.join("a/b")).unwrap();
+    assert!(w.caches.changed_since_prepare("w"), "a new directory");
+    assert!(
+        !w.caches.changed_since_prepare("r"),
+        "a reader could change nothing shared"
+    );
     // A fresh `Caches` (a restarted service) reads the same from disk.
     let again = Caches::open(
         w.root.path(),
@@ -444,7 +458,37 @@ fn what_a_runner_could_write_is_known_from_its_record_until_it_is_released() {
     )
     .unwrap();
     assert_eq!(again.written_by("w"), vec![ns("octo/hello")]);
+    assert!(again.changed_since_prepare("w"));
     w.end(&writer);
     assert!(w.caches.written_by("w").is_empty(), "released");
     w.end(&reader);
+}
+
+#[test]
+fn a_change_deep_in_a_shared_cache_or_to_a_files_content_is_seen() {
+    let w = world();
+    let writer = w.runtime("w");
+    w.caches
+        .prepare(&writer, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    let npm = w
+        .caches
+        .deps_dir()
+        .join(ns("octo/hello").rel_dir())
+        .join("npm");
+    fs::create_dir_all(npm.join("deep/er")).unwrap();
+    fs::write(npm.join("deep/er/file"), "1").unwrap();
+    // A later runner's view: prepared after those were made.
+    w.end(&writer);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let next = w.runtime("n");
+    w.caches
+        .prepare(&next, &plan("octo/hello", CacheAccess::ReadWrite))
+        .unwrap();
+    assert!(!w.caches.changed_since_prepare("n"));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // Rewriting a file's content in place changes no directory, only the file.
+    fs::write(npm.join("deep/er/file"), "2").unwrap();
+    assert!(w.caches.changed_since_prepare("n"));
+    w.end(&next);
 }
