@@ -37,6 +37,26 @@ async fn ran(w: &World, spec: JobSpec, poll: bool) -> u64 {
     job_id
 }
 
+/// A finished job of alice/app as a pool peer publishes it.
+fn as_published(
+    job_id: u64,
+    run_id: u64,
+    from_fork: bool,
+    confirmed: bool,
+) -> rm_github::RunnerJob {
+    rm_github::RunnerJob {
+        job_id,
+        run_id,
+        name: Some("build".into()),
+        repository: "alice/app".into(),
+        workflow_name: None,
+        html_url: None,
+        status: "completed".into(),
+        from_fork,
+        confirmed,
+    }
+}
+
 fn fast() -> rm_testkit::FakeConfig {
     rm_testkit::FakeConfig {
         poll_hold: std::time::Duration::from_millis(200),
@@ -91,22 +111,9 @@ async fn a_pool_peers_word_is_confirmed_with_github_before_it_earns_trust() {
     let run_id = w.fake.jobs()[0].run_id;
     // Another host of the pool, which never read the listings itself.
     let (member, _) = client_with(config(&w.fake), Some(credential(&w.token)));
+    // A peer cannot vouch for itself: its `confirmed` is not taken.
     let peer_says = |runner: &str, from_fork: bool| {
-        member.learn_runner_job(
-            runner,
-            rm_github::RunnerJob {
-                job_id,
-                run_id,
-                name: Some("build".into()),
-                repository: "alice/app".into(),
-                workflow_name: None,
-                html_url: None,
-                status: "completed".into(),
-                from_fork,
-                // A peer cannot vouch for itself.
-                confirmed: true,
-            },
-        )
+        member.learn_runner_job(runner, as_published(job_id, run_id, from_fork, true))
     };
     peer_says("rm-run-1", false);
     assert!(!member.job_of_runner("rm-run-1").unwrap().confirmed);
@@ -129,20 +136,8 @@ async fn a_job_github_cannot_be_asked_about_is_not_trusted() {
     let w = world_with(fast()).await;
     let job_id = ran(&w, JobSpec::new("build", &[LABEL]), false).await;
     let run_id = w.fake.jobs()[0].run_id;
-    w.client.learn_runner_job(
-        "rm-run-1",
-        rm_github::RunnerJob {
-            job_id,
-            run_id,
-            name: Some("build".into()),
-            repository: "alice/app".into(),
-            workflow_name: None,
-            html_url: None,
-            status: "completed".into(),
-            from_fork: false,
-            confirmed: false,
-        },
-    );
+    w.client
+        .learn_runner_job("rm-run-1", as_published(job_id, run_id, false, false));
     w.fake.inject_fault(rm_testkit::FaultRule::times(
         rm_testkit::EndpointMatch::route("GET", "/repos/*/*/actions/jobs/*"),
         rm_testkit::Fault::Status5xx {

@@ -19,8 +19,9 @@ fn verdict(trust: JobTrust) -> TrustVerdict {
     }
 }
 
-#[test]
-fn a_verdict_is_kept_with_its_attempt_across_a_reopen_and_goes_with_it() {
+/// A journal file holding one attempt (of a policy of me/app): its directory (keep it), path,
+/// the open journal and the attempt's id.
+fn with_attempt() -> (tempfile::TempDir, std::path::PathBuf, Journal, AttemptId) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.sqlite3");
     let mut journal = Journal::open(&path).unwrap();
@@ -37,6 +38,13 @@ fn a_verdict_is_kept_with_its_attempt_across_a_reopen_and_goes_with_it() {
             Timestamp::from_millis(1_700_000_000_000),
         ))
         .unwrap();
+    (dir, path, journal, id)
+}
+
+#[test]
+fn a_verdict_is_kept_with_its_attempt_across_a_reopen_and_goes_with_it() {
+    let (dir, path, mut journal, id) = with_attempt();
+    let _dir = dir;
     assert_eq!(journal.trust_of(&id).unwrap(), None);
 
     journal
@@ -76,22 +84,8 @@ fn a_verdict_is_kept_with_its_attempt_across_a_reopen_and_goes_with_it() {
 
 #[test]
 fn a_damaged_verdict_is_an_error_not_a_trusted_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.sqlite3");
-    let mut journal = Journal::open(&path).unwrap();
-    let spec = PolicySpec::new(
-        Target::parse("me/app").unwrap(),
-        LabelSet::parse(["rm-home-linux-x64"]).unwrap(),
-    );
-    let policy = journal.insert_policy(&spec).unwrap().id();
-    let id = AttemptId::new("att00000001").unwrap();
-    journal
-        .insert_attempt(&Attempt::allocate(
-            id.clone(),
-            policy,
-            Timestamp::from_millis(1_700_000_000_000),
-        ))
-        .unwrap();
+    let (dir, path, mut journal, id) = with_attempt();
+    let _dir = dir;
     journal.put_trust(&id, &verdict(JobTrust::Trusted)).unwrap();
     let conn = Connection::open(&path).unwrap();
     conn.execute(

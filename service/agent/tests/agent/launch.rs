@@ -772,17 +772,6 @@ async fn a_runner_that_may_take_a_forks_job_is_started_to_read_the_caches_only()
     assert_eq!(spawned[1].target, target());
 }
 
-/// Makes policy 1 keep its workspaces between jobs.
-fn make_persistent(h: &Harness) {
-    let mut st = h.journal.state.lock().unwrap();
-    let p = st
-        .policies
-        .iter_mut()
-        .find(|p| p.id() == rm_core::PolicyId::new(1))
-        .unwrap();
-    p.set_workspace_mode(rm_core::WorkspaceMode::Persistent);
-}
-
 #[tokio::test]
 async fn a_persistent_targets_runner_is_registered_with_its_slot_and_keeps_it_only_after_a_clean_end(
 ) {

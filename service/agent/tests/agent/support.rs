@@ -1007,3 +1007,14 @@ pub fn only_attempt(h: &Harness) -> rm_core::Attempt {
     assert_eq!(all.len(), 1, "{all:?}");
     all[0].clone()
 }
+
+/// Makes policy 1 keep its workspaces between jobs.
+pub fn make_persistent(h: &Harness) {
+    let mut st = h.journal.state.lock().unwrap();
+    let p = st
+        .policies
+        .iter_mut()
+        .find(|p| p.id() == rm_core::PolicyId::new(1))
+        .unwrap();
+    p.set_workspace_mode(rm_core::WorkspaceMode::Persistent);
+}

@@ -19,15 +19,7 @@ fn verdict(trust: JobTrust) -> TrustVerdict {
 /// A persistent target's runner takes a job and ends cleanly; GitHub says `trust` (or nothing).
 /// Answers its attempt after the pass that concludes it.
 async fn one_job(h: &mut Harness, said: Option<JobTrust>) -> rm_core::Attempt {
-    {
-        let mut st = h.journal.state.lock().unwrap();
-        let p = st
-            .policies
-            .iter_mut()
-            .find(|p| p.id() == rm_core::PolicyId::new(1))
-            .unwrap();
-        p.set_workspace_mode(rm_core::WorkspaceMode::Persistent);
-    }
+    make_persistent(h);
     h.github.set_jobs(1);
     let lp = h.make_loop(target());
     assert_eq!(lp.pass().await.launched, 1);
