@@ -100,18 +100,18 @@ fn a_version_3_journal_migrates_forward_and_keeps_its_host() {
     journal.put_host(&host, None).unwrap();
     drop(journal);
     // Version 4 only adds `host_settings`, version 5 `policy_admission`, version 6
-    // `runner_env` and version 7 the caches' tables: without them, stamped 3, this is version
-    // 3's file.
+    // `runner_env`, version 7 the caches' tables, version 8 `policy_sandbox` and version 9
+    // `attempt_trust`: without them, stamped 3, this is version 3's file.
     Connection::open(&path)
         .unwrap()
         .execute_batch(
             "DROP TABLE host_settings; DROP TABLE policy_admission; DROP TABLE runner_env;
              DROP TABLE policy_cache; DROP TABLE cache_settings; DROP TABLE policy_sandbox;
-             PRAGMA user_version = 3;",
+             DROP TABLE attempt_trust; PRAGMA user_version = 3;",
         )
         .unwrap();
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(journal.get_host().unwrap().unwrap().host, host);
     assert_eq!(journal.host_settings().unwrap(), None, "the defaults apply");

@@ -137,19 +137,18 @@ fn a_version_5_journal_migrates_forward_and_keeps_what_it_had() {
     };
     journal.put_host_settings(&settings).unwrap();
     drop(journal);
-    // Version 6 only adds `runner_env`, version 7 the caches' tables and 8 the targets'
-    // sandbox choices: without them,
-    // stamped 5, this is version 5's file.
+    // Version 6 only adds `runner_env`, version 7 the caches' tables, 8 the targets' sandbox
+    // choices and 9 the jobs' verdicts: without them, stamped 5, this is version 5's file.
     Connection::open(&path)
         .unwrap()
         .execute_batch(
             "DROP TABLE runner_env; DROP TABLE policy_cache; DROP TABLE cache_settings;
-             DROP TABLE policy_sandbox; PRAGMA user_version = 5;",
+             DROP TABLE policy_sandbox; DROP TABLE attempt_trust; PRAGMA user_version = 5;",
         )
         .unwrap();
 
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(journal.list_policies().unwrap(), vec![policy]);
     assert_eq!(journal.host_settings().unwrap(), Some(settings));
