@@ -799,7 +799,7 @@ fn dns_answer(q: &[u8], name: &str, addr: [u8; 4]) -> Option<Vec<u8>> {
 }
 
 /// A host whose resolver is on its loopback (systemd-resolved's `127.0.0.53`; here a stand-in
-/// on another loopback address, in a mount namespace of the service's own whose
+/// on another loopback address, one per test process, in a mount namespace of the service's own whose
 /// `/etc/resolv.conf` names it): the job's loopback is its own, so the service gives it a
 /// resolver configuration naming the sandbox's DNS forward, and a name resolves in the job as
 /// on the host. Outside the sandbox the same configuration resolves it too, so the test can
@@ -809,7 +809,10 @@ async fn a_job_resolves_names_through_the_hosts_loopback_resolver() {
     if !root_only() {
         return;
     }
-    let ip = std::net::Ipv4Addr::new(127, 83, 0, 53);
+    // An address of this process's own (all of 127/8 is loopback): two suites at once on one
+    // machine must not want the same port 53.
+    let pid = std::process::id();
+    let ip = std::net::Ipv4Addr::new(127, 83, (pid >> 8) as u8, (pid % 250 + 1) as u8);
     let name = "probe.rm-dns.test";
     loopback_resolver(ip, name, [10, 1, 2, 3]);
     let dir = tempfile::tempdir().unwrap();

@@ -465,6 +465,23 @@ mod tests {
         l
     }
 
+    /// [`busy_run`] whose runner's job ended: its run listed once more (the job completed)
+    /// and watched from `t0`.
+    fn watched_after_its_job(t0: Instant) -> LocalRuns {
+        let l = busy_run(t0);
+        l.job_over("rm-1");
+        l.listed(
+            7,
+            "o/r",
+            false,
+            None,
+            &[job(70, "build", "completed")],
+            false,
+        );
+        l.watch(7, t0);
+        l
+    }
+
     #[test]
     fn a_run_our_runner_accounts_for_needs_no_read_until_the_backstop() {
         let t0 = Instant::now();
@@ -482,17 +499,7 @@ mod tests {
     #[test]
     fn the_backstop_reads_at_a_quiet_moment() {
         let t0 = Instant::now();
-        let l = busy_run(t0);
-        l.job_over("rm-1");
-        l.listed(
-            7,
-            "o/r",
-            false,
-            None,
-            &[job(70, "build", "completed")],
-            false,
-        );
-        l.watch(7, t0);
+        let l = watched_after_its_job(t0);
         for i in 1..=WATCH_POLLS {
             l.watched("o/r", t0 + Duration::from_secs(u64::from(i)), false);
         }
@@ -563,17 +570,7 @@ mod tests {
     #[test]
     fn a_poll_listing_new_runs_lets_the_watch_go_by_without_counting() {
         let t0 = Instant::now();
-        let l = busy_run(t0);
-        l.job_over("rm-1");
-        l.listed(
-            7,
-            "o/r",
-            false,
-            None,
-            &[job(70, "build", "completed")],
-            false,
-        );
-        l.watch(7, t0);
+        let l = watched_after_its_job(t0);
         for i in 1..=5 {
             assert!(
                 l.watched("o/r", t0 + Duration::from_secs(i), true)
