@@ -111,6 +111,10 @@ pub struct Daemon {
     /// Run in a mount namespace of its own where this file is `/etc/resolv.conf` (a host whose
     /// resolver is on its loopback, as systemd-resolved's is). Needs root.
     resolv_conf: Option<PathBuf>,
+    /// The cgroup it runs in, delegated to it as systemd's `Delegate=yes` does (where the
+    /// tests run as root): its jobs get cgroups of their own under it. Last, so that it is
+    /// removed after the service is killed.
+    cgroup: Option<rm_testkit::cgroup::TestCgroup>,
 }
 
 /// An ordinary login user made for the tests (as root): the developer whose workstation the
@@ -317,7 +321,30 @@ impl Daemon {
             user: None,
             keyring: None,
             resolv_conf: None,
+            cgroup: {
+                static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                rm_testkit::cgroup::TestCgroup::new(&format!("daemon{n}"))
+            },
         }
+    }
+
+    /// [`Daemon::start_as`] (as `user`, when given) in the cgroup it was started from, as a
+    /// service started outside systemd is: its jobs get no cgroup of their own.
+    pub async fn start_without_cgroup(gh: &FakeGitHub, user: Option<&DevUser>) -> Daemon {
+        let mut d = Daemon::prepare(gh, &bin("runner-manager"), &[], &[]);
+        d.cgroup = None;
+        if let Some(user) = user {
+            d.user = Some(user.clone());
+            d.give_dirs_to(user);
+        }
+        d.spawn().await;
+        d
+    }
+
+    /// The cgroup the service runs in (`None`: the tests do not run as root).
+    pub fn cgroup(&self) -> Option<&rm_testkit::cgroup::TestCgroup> {
+        self.cgroup.as_ref()
     }
 
     async fn spawn(&mut self) {
@@ -326,44 +353,79 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let mut cmd = match &self.keyring {
-            Some((name, value)) => {
-                let mut c = Command::new("keyctl");
-                c.args([
+        use std::ffi::OsString;
+        let as_user = |u: &DevUser| -> Vec<OsString> {
+            vec![
+                "setpriv".into(),
+                format!("--reuid={}", u.uid).into(),
+                format!("--regid={}", u.gid).into(),
+                "--clear-groups".into(),
+                "--".into(),
+            ]
+        };
+        let mut line: Vec<OsString> = Vec::new();
+        let mut envs: Vec<(&str, &str)> = Vec::new();
+        // Into its cgroup first, as root (the user may not move a process out of the root
+        // cgroup), then everything else.
+        if let Some(cg) = &self.cgroup {
+            if let Some(u) = &self.user {
+                cg.delegate_to(u.uid, u.gid)
+                    .expect("the test cgroup is delegated");
+            }
+            line.extend([
+                "sh".into(),
+                "-c".into(),
+                r#"echo $$ > "$0" && exec "$@""#.into(),
+            ]);
+            line.push(cg.entry().join("cgroup.procs").into());
+        }
+        // The identity switch: by the spawn where nothing runs before the service, else by
+        // setpriv (in the resolver's namespace, after its mount).
+        let switch_by_spawn = self.cgroup.is_none() && self.resolv_conf.is_none();
+        if let (Some(u), false, None) = (&self.user, switch_by_spawn, &self.resolv_conf) {
+            line.extend(as_user(u));
+        }
+        if let Some((name, value)) = &self.keyring {
+            line.extend(
+                [
+                    "keyctl",
                     "session",
                     "-",
                     "sh",
                     "-c",
                     "keyctl add user \"$RM_KEY_NAME\" \"$RM_KEY_VALUE\" @s >/dev/null && exec \"$0\" \"$@\"",
-                ])
-                .arg(&self.exe)
-                .env("RM_KEY_NAME", name)
-                .env("RM_KEY_VALUE", value);
-                c
+                ]
+                .map(OsString::from),
+            );
+            envs.push(("RM_KEY_NAME", name));
+            envs.push(("RM_KEY_VALUE", value));
+        } else if let Some(conf) = &self.resolv_conf {
+            // A mount namespace of its own (as root), the file bound over the host's, then
+            // the service as its user.
+            line.extend(
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "sh",
+                    "-c",
+                ]
+                .map(OsString::from),
+            );
+            line.push(
+                r#"conf=$1; shift; mount --bind "$conf" /etc/resolv.conf && exec "$@""#.into(),
+            );
+            line.push("sh".into());
+            line.push(conf.clone().into());
+            if let Some(u) = &self.user {
+                line.extend(as_user(u));
             }
-            None => {
-                match &self.resolv_conf {
-                    // A mount namespace of its own (as root), the file bound over the host's, then
-                    // the service as its user.
-                    Some(conf) => {
-                        let mut c = Command::new("unshare");
-                        c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-                        .arg(r#"conf=$1; shift; mount --bind "$conf" /etc/resolv.conf && exec "$@""#)
-                        .arg("sh")
-                        .arg(conf);
-                        if let Some(u) = &self.user {
-                            c.arg("setpriv")
-                                .arg(format!("--reuid={}", u.uid))
-                                .arg(format!("--regid={}", u.gid))
-                                .args(["--clear-groups", "--"]);
-                        }
-                        c.arg(&self.exe);
-                        c
-                    }
-                    None => Command::new(&self.exe),
-                }
-            }
-        };
+        }
+        line.push(self.exe.clone().into());
+        let mut cmd = Command::new(&line[0]);
+        cmd.args(&line[1..]).envs(envs);
         cmd.args(&self.args)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info")
@@ -372,7 +434,7 @@ impl Daemon {
             .stderr(log_file)
             .kill_on_drop(true);
         if let Some(u) = &self.user {
-            if self.resolv_conf.is_none() {
+            if switch_by_spawn {
                 cmd.uid(u.uid).gid(u.gid);
             }
             cmd.env("HOME", &u.home)

@@ -47,6 +47,8 @@ pub struct DoctorSubject<'a> {
     /// `None`: GitHub publishes no runner for this machine.
     pub platform: Option<Platform>,
     pub sandbox: &'a crate::sandbox::SandboxConfig,
+    /// The per-job cgroups the host set up (or would).
+    pub caps: &'a crate::sandbox::JobCaps,
 }
 
 /// The checks a launch depends on, in order: runner root, package, disk, sandbox (required),
@@ -57,7 +59,7 @@ pub fn runner_checks(subject: &DoctorSubject<'_>) -> Vec<HostCheck> {
         package_check(subject.cache_dir, subject.platform),
         disk_check(subject.runner_root),
         crate::sandbox::sandbox_check(subject.sandbox, sandbox_probe_identity(subject.run_as)),
-        crate::sandbox::caps_check(Path::new("/sys/fs/cgroup")),
+        subject.caps.check(),
     ]
 }
 
@@ -496,7 +498,7 @@ pub fn disk_check(runner_root: &Path) -> HostCheck {
 }
 
 /// Total memory in bytes, where the OS says.
-fn total_memory() -> Option<u64> {
+pub(crate) fn total_memory() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let text = std::fs::read_to_string("/proc/meminfo").ok()?;

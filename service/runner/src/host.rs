@@ -44,6 +44,9 @@ pub struct RunnerHostConfig {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// Each target's own sandbox choices (shared, like `env`).
     pub sandbox_choices: crate::sandbox::TargetChoices,
+    /// Whether each runner gets a capped cgroup of its own (the service's; by default none:
+    /// runners then start in the caller's cgroup). Shared with the doctor.
+    pub job_caps: crate::sandbox::JobCaps,
 }
 
 impl RunnerHostConfig {
@@ -62,6 +65,7 @@ impl RunnerHostConfig {
             uid_claims_dir: PathBuf::from(crate::uid_claims::DEFAULT_UID_CLAIMS_DIR),
             sandbox: crate::sandbox::SandboxConfig::default(),
             sandbox_choices: crate::sandbox::TargetChoices::default(),
+            job_caps: crate::sandbox::JobCaps::default(),
         }
     }
 }
@@ -108,6 +112,8 @@ pub struct RunnerHost<S> {
     /// `None` when `.workspaces` could not be set up (logged; every runner then starts from
     /// an empty `_work`).
     workspaces: Option<Arc<Workspaces>>,
+    /// `None` where jobs get no cgroup of their own (see the doctor's caps check).
+    cgroups: Option<Arc<crate::sandbox::JobCgroups>>,
     prepares: tokio::sync::Semaphore,
     copy: CopyMethod,
     copy_threads: usize,
@@ -167,6 +173,16 @@ impl<S: PackageSource> RunnerHost<S> {
                 None
             }
         };
+        let cgroups = config.job_caps.set_up();
+        if let Some(c) = &cgroups {
+            // A job cgroup whose runtime is gone was left by a run of the service that ended
+            // before its scrub; the recovery scrubs the runtimes that are still there.
+            let runner_root = config.runner_root.clone();
+            let swept = c.sweep(|name| runner_root.join(name).exists());
+            if !swept.is_empty() {
+                tracing::info!(cgroups = ?swept, "job cgroups left by an earlier run were ended and removed");
+            }
+        }
         let (max_prepares, copy, copy_threads) = (
             config.max_concurrent_prepares,
             config.copy,
@@ -179,6 +195,7 @@ impl<S: PackageSource> RunnerHost<S> {
             processes: ProcessHost::new(),
             caches,
             workspaces,
+            cgroups,
             prepares: tokio::sync::Semaphore::new(max_prepares.max(1)),
             copy,
             copy_threads: copy_threads.max(1),
@@ -199,6 +216,7 @@ impl<S: PackageSource> RunnerHost<S> {
             run_as: &self.config.run_as,
             platform,
             sandbox: &self.config.sandbox,
+            caps: &self.config.job_caps,
         })
     }
 
@@ -394,14 +412,36 @@ impl<S: PackageSource> RunnerHost<S> {
                 docker,
             })
         };
-        Ok(self.processes.spawn(&SpawnRequest {
+        let cgroup = match &self.cgroups {
+            Some(c) => {
+                Some(
+                    c.create(runtime.name.as_str())
+                        .map_err(|e| ProcessError::Prepare {
+                            path: c.dir_of(runtime.name.as_str()),
+                            source: e,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let spawned = self.processes.spawn(&SpawnRequest {
             runtime: &runtime.path,
             jit_config,
             owner: runtime.owner,
             extra_env,
             groups,
             sandbox,
-        })?)
+            cgroup: cgroup.clone(),
+        });
+        if let (Err(_), Some(c), Some(_)) = (&spawned, &self.cgroups, &cgroup) {
+            let _ = c.end(runtime.name.as_str());
+        }
+        Ok(spawned?)
+    }
+
+    /// What job `name` used as its cgroup counted it (`None`: it has no cgroup).
+    pub fn cgroup_usage(&self, name: &RuntimeName) -> Option<crate::sandbox::cgroups::CgroupUsage> {
+        self.cgroups.as_ref()?.usage(name.as_str())
     }
 
     pub fn inspect(&self, id: ProcessIdentity) -> Result<ProcessState, HostError> {
@@ -448,9 +488,26 @@ impl<S: PackageSource> RunnerHost<S> {
         let (root, name) = (Arc::clone(&self.root), name.clone());
         let caches = self.caches.clone();
         let workspaces = self.workspaces.clone();
+        let cgroups = self.cgroups.clone();
         let cap = self.config.caches.cap_bytes();
         blocking(move || {
             let path = root.runtime_path(&name);
+            // Everything in the job's cgroup ends first, however it detached; one that does
+            // not end keeps the scrub from completing (retried).
+            if let Some(cgroups) = &cgroups {
+                match cgroups.end(name.as_str()) {
+                    Ok(crate::sandbox::cgroups::Ended::Removed { killed }) if killed > 0 => {
+                        tracing::info!(runtime = %name, killed, "processes the job left in its cgroup were ended");
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        return Err(HostError::Scrub(ScrubError::Retryable {
+                            path: cgroups.dir_of(name.as_str()),
+                            source: e,
+                        }));
+                    }
+                }
+            }
             // First, so nothing the job left running writes into the workspace being saved
             // or the runtime being removed.
             let uid = root.held_uid(&name);

@@ -54,6 +54,7 @@ async fn a_parent_left_0700_is_named_and_really_stops_the_runner() {
             extra_env: Vec::new(),
             groups: None,
             sandbox: None,
+            cgroup: None,
         })
     };
 
@@ -149,6 +150,7 @@ async fn a_listener_that_is_not_executable_is_named() {
             extra_env: Vec::new(),
             groups: None,
             sandbox: None,
+            cgroup: None,
         })
         .unwrap_err();
     assert!(format!("{err}").contains("no executable"), "{err}");
@@ -178,6 +180,7 @@ fn disk_space_and_the_account_are_reported() {
         run_as: &RunAs::default_for_service(),
         platform: Platform::current(),
         sandbox: &rm_runner::sandbox::SandboxConfig::default(),
+        caps: &rm_runner::sandbox::JobCaps::default(),
     });
     let ids: Vec<&str> = checks.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(

@@ -56,6 +56,7 @@ fn spawn_script(host: &ProcessHost, rt: &Runtime, mode: &str) -> ProcessIdentity
             extra_env: vec![("RM_TEST_MODE".into(), mode.into())],
             groups: None,
             sandbox: None,
+            cgroup: None,
         })
         .unwrap();
     poll(WAIT, || rt.path.join("ready").exists().then_some(())).expect("listener got ready");
@@ -100,6 +101,7 @@ async fn fake_listener_stays_alive_retrying_and_the_secret_is_only_in_its_enviro
             extra_env: vec![],
             groups: None,
             sandbox: None,
+            cgroup: None,
         })
         .unwrap();
     let id = spawned.identity;
@@ -223,6 +225,7 @@ async fn exit_status_is_reported_and_no_zombie_is_left() {
             extra_env: vec![("RM_TEST_MODE".into(), "exit3".into())],
             groups: None,
             sandbox: None,
+            cgroup: None,
         })
         .unwrap()
         .identity;
@@ -293,6 +296,7 @@ async fn a_root_runner_is_refused_unless_explicitly_allowed() {
         extra_env: vec![],
         groups: None,
         sandbox: None,
+        cgroup: None,
     };
     let err = ProcessHost::new().spawn(&req).unwrap_err();
     assert!(
@@ -324,6 +328,7 @@ async fn spawn_refuses_a_runtime_without_a_listener() {
             extra_env: vec![],
             groups: None,
             sandbox: None,
+            cgroup: None,
         })
         .unwrap_err();
     assert!(

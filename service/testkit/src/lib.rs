@@ -35,6 +35,7 @@
 //! All `&self` methods lock a std mutex briefly; call them from anywhere. Errors of world setup
 //! are [`FakeError`].
 
+pub mod cgroup;
 pub mod config;
 pub mod counters;
 pub mod error;

@@ -45,6 +45,7 @@ pub fn local_checks(config: &RunnerHostConfig, capacity: u32) -> Vec<HostCheck> 
         run_as: &config.run_as,
         platform: Platform::current(),
         sandbox: &config.sandbox,
+        caps: &config.job_caps,
     });
     checks.push(rm_runner::doctor::capacity_check(capacity));
     checks

@@ -431,6 +431,11 @@ async fn serve(
     host_config.env = runner_env.clone();
     host_config.caches = cache_settings.clone();
     host_config.sandbox_choices = sandboxes.clone();
+    // Each job in a capped cgroup of its own where systemd delegated the service's; set up
+    // now, so the doctor tells from the start.
+    host_config.job_caps =
+        rm_runner::sandbox::JobCaps::wanted(rm_runner::sandbox::CapLimits::for_this_host());
+    host_config.job_caps.set_up();
     host_config.sandbox = {
         let file = config_file(&options.data_dir)?;
         let off = match (options.sandbox_off, file.sandbox.as_deref()) {

@@ -189,7 +189,7 @@ mod tests {
         );
         has_line(
             &unit,
-            r#"ReadWritePaths="/var/lib/runner-manager" "/var/lib/runner-manager/runners""#,
+            r#"ReadWritePaths="/var/lib/runner-manager" "/var/lib/runner-manager/runners" /sys/fs/cgroup"#,
         );
         for line in [
             "Restart=on-failure",
@@ -200,9 +200,18 @@ mod tests {
             "PrivateTmp=yes",
             "ProtectHome=read-only",
             "WantedBy=multi-user.target",
+            // Each job in a capped cgroup of its own: the service's cgroup is delegated and
+            // writable (ProtectControlGroups would make it read-only).
+            "Delegate=yes",
+            "CPUWeight=20",
+            "IOWeight=20",
         ] {
             has_line(&unit, line);
         }
+        assert!(
+            !unit.lines().any(|l| l.starts_with("ProtectControlGroups=")),
+            "{unit}"
+        );
         // Runners are started as another user: setuid/setgid must stay in the bounding set,
         // and the daemon must not itself be an unprivileged user.
         let caps = unit
@@ -233,6 +242,7 @@ mod tests {
         );
         has_line(&unit, "WantedBy=default.target");
         has_line(&unit, "TimeoutStopSec=90");
+        has_line(&unit, "Delegate=yes");
         assert!(
             !unit.contains("ProtectSystem"),
             "user units cannot use it everywhere:\n{unit}"

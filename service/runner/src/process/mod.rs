@@ -126,6 +126,9 @@ pub struct SpawnRequest<'a> {
     pub groups: Option<crate::caches::RunnerGroups>,
     /// The walls to start it in; `None` only when the operator turned the sandbox off.
     pub sandbox: Option<SandboxSpec<'a>>,
+    /// The job's own cgroup, joined between fork and exec (before the identity switch), so
+    /// that every process of the job is in it from the first.
+    pub cgroup: Option<crate::sandbox::JobCgroup>,
 }
 
 /// A runner's sandbox: the tools, the host's settings and the shared directories (caches) it
@@ -150,6 +153,7 @@ impl std::fmt::Debug for SpawnRequest<'_> {
                 &self.extra_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .field("sandbox", &self.sandbox)
+            .field("cgroup", &self.cgroup.as_ref().map(|c| &c.dir))
             .finish()
     }
 }
@@ -192,6 +196,15 @@ pub(crate) fn drop_to(cmd: &mut Command, uid: u32, groups: crate::caches::Runner
             setuid(uid).map_err(io::Error::from)?;
             Ok(())
         });
+    }
+}
+
+#[allow(unsafe_code)]
+fn into_cgroup(cmd: &mut Command, cgroup: crate::sandbox::JobCgroup) {
+    // SAFETY: `join_self` makes only the async-signal-safe syscalls open/write/close on a
+    // path built before the fork, allocating nothing.
+    unsafe {
+        cmd.pre_exec(move || cgroup.join_self());
     }
 }
 
@@ -393,13 +406,17 @@ impl ProcessHost {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err));
-        match (req.owner, &req.groups) {
-            (Some(o), Some(groups)) => drop_to(&mut cmd, o.uid, groups.clone()),
-            // std drops supplementary groups (setgroups(0)) when a uid is set.
-            (Some(o), None) => {
-                cmd.uid(o.uid).gid(o.gid);
-            }
-            (None, _) => {}
+        // First: std's own `uid`/`gid` would switch before any `pre_exec` runs, and the
+        // runner's identity may not write the cgroup's `cgroup.procs`.
+        if let Some(cgroup) = req.cgroup.clone() {
+            into_cgroup(&mut cmd, cgroup);
+        }
+        if let Some(o) = req.owner {
+            let groups = req.groups.clone().unwrap_or(crate::caches::RunnerGroups {
+                primary: o.gid,
+                supplementary: Vec::new(),
+            });
+            drop_to(&mut cmd, o.uid, groups);
         }
         // What a job writes in a shared cache, the next job (another uid, same group) must be
         // able to replace; nobody else may read it.

@@ -32,10 +32,12 @@
 //!   Enterprise Server on localhost) reach the host's loopback; nothing listens for it outside.
 
 mod caps;
+pub mod cgroups;
 mod chain;
 mod probe;
 
-pub use caps::{caps_check, CAPS_CHECK};
+pub use caps::{JobCaps, CAPS_CHECK};
+pub use cgroups::{CapLimits, JobCgroup, JobCgroups};
 pub use chain::wrapper_chain;
 pub use probe::{probe, sandbox_check, ProbeFailure, SANDBOX_CHECK};
 
@@ -268,14 +270,7 @@ pub fn job_resolv_conf(host_resolv: &str) -> Option<String> {
 /// The size cap of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`): a quarter of the
 /// machine's memory, at least 256 MiB. A tmpfs holds memory only for what is written to it.
 fn tmpfs_bytes() -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .map_or(4 << 30, |kib| kib * 1024);
+    let total = crate::doctor::total_memory().unwrap_or(4 << 30);
     (total / 4).max(256 << 20)
 }
 

@@ -35,6 +35,10 @@ case "$RM_TEST_MODE" in
     mv probe.tmp probe.txt ;;
   exit3)
     exit 3 ;;
+  detached)
+    setsid sh -c 'echo $$ > detached.pid; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &
+    i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done
+    while [ ! -s detached.pid ]; do sleep 0.05; done ;;
 esac
 echo ready > ready
 while :; do sleep 1; done
