@@ -67,6 +67,9 @@ pub struct Tick {
     /// Live attempts whose runner process is gone (each told once): their loops should look
     /// now rather than at their next poll, so the slot is freed within seconds.
     pub gone_process: Vec<String>,
+    /// Attempts sampled for the first time: their usage is published at once, not at the
+    /// next periodic publication (a short job would otherwise end unseen).
+    pub first_sampled: usize,
 }
 
 /// A live attempt as a tick sees it.
@@ -162,6 +165,7 @@ impl Meters {
         let mut entries = self.entries();
         let mut ended = Vec::new();
         let mut gone_process = Vec::new();
+        let mut first_sampled = 0;
         let gone: Vec<String> = entries
             .keys()
             .filter(|k| !live.iter().any(|l| l.attempt.to_string() == **k))
@@ -178,6 +182,9 @@ impl Meters {
             }
         }
         for l in live {
+            if !entries.contains_key(&l.attempt.to_string()) {
+                first_sampled += 1;
+            }
             let entry = entries
                 .entry(l.attempt.to_string())
                 .or_insert_with(|| Entry::new(l, now));
@@ -198,6 +205,7 @@ impl Meters {
         Ok(Tick {
             ended,
             gone_process,
+            first_sampled,
         })
     }
 
@@ -365,7 +373,7 @@ pub async fn run(daemon: Arc<Daemon>) {
                     record(&daemon, e).await;
                 }
                 ticks += 1;
-                if ticks % PUBLISH_EVERY_TICKS == 1 {
+                if ticks % PUBLISH_EVERY_TICKS == 1 || tick.first_sampled > 0 {
                     daemon.publish_status().await;
                 }
             }
@@ -524,12 +532,17 @@ mod tests {
             tick.gone_process
         );
         assert_eq!(meters.followed(), 1);
+        assert_eq!(
+            tick.first_sampled, 1,
+            "a new runner's usage is published at once"
+        );
 
         child.kill().expect("killed");
         child.wait().expect("reaped");
         // The journal still says live (the loop has not concluded it): the meter tells.
         let tick = meters.tick(&live, Instant::now()).expect("a sample");
         assert_eq!(tick.gone_process, vec!["dddddddd".to_owned()]);
+        assert_eq!(tick.first_sampled, 0);
         let tick = meters.tick(&live, Instant::now()).expect("a sample");
         assert!(
             tick.gone_process.is_empty(),
