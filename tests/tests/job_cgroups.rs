@@ -178,3 +178,119 @@ async fn the_doctor_reports_the_caps() {
     }
     d.stop().await.unwrap();
 }
+
+/// The CPU of the job's runner as the service logged it when the attempt ended (`runner
+/// usage … ran_job=true`).
+fn logged_job_cpu_ms(log: &str) -> Option<u64> {
+    log.lines()
+        .filter(|l| l.contains("runner usage") && l.contains("ran_job=true"))
+        .find_map(|l| {
+            let (_, rest) = l.split_once("cpu_ms=")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+}
+
+/// Runs a job whose CPU is spent in many short-lived processes (each reaped by the step's
+/// shell between two samples of the process tree) and answers the CPU the service metered.
+async fn metered_cpu_of_short_processes(d: &Daemon, gh: &FakeGitHub) -> u64 {
+    d.sign_in(gh, "octo").await;
+    let added = d.ok(&["repo", "add", "octo/hello"]).await;
+    let label = routing_label(&added);
+    let step =
+        "for n in $(seq 80); do sh -c 'i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done'; done";
+    let c = run(
+        d,
+        gh,
+        "octo/hello",
+        vec![JobSpec::new("short-processes", &[&label]).with_command(step)],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+    until(
+        Duration::from_secs(20),
+        "the attempt's usage logged",
+        || async { logged_job_cpu_ms(&d.log()) },
+    )
+    .await
+}
+
+/// The attempt's meter reads its cgroup: CPU spent in processes that started and ended
+/// between two samples of the process tree is counted (the tree sees each at most once, and a
+/// reaped child's time moves into its parent's `cutime`, which the tree does not add). Outside
+/// the wall, the same job on a service without a delegated cgroup is metered far lower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meter_counts_what_the_jobs_cgroup_counted() {
+    if !is_root() {
+        eprintln!("skipped: delegating a cgroup to the service needs root (CI runs as root)");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    assert!(d.cgroup().is_some());
+    let with = metered_cpu_of_short_processes(&d, &gh).await;
+    d.stop().await.unwrap();
+
+    let gh = fake_github().await;
+    let d = Daemon::start_without_cgroup(&gh, None).await;
+    let without = metered_cpu_of_short_processes(&d, &gh).await;
+    d.stop().await.unwrap();
+    eprintln!("metered CPU: {with} ms with the job's cgroup, {without} ms by the tree alone");
+    assert!(
+        with >= 500 && with >= 2 * without,
+        "the cgroup's count ({with} ms) is the job's whole CPU; the tree alone saw {without} ms"
+    );
+}
+
+/// A target's own job memory cap: set with `repo set --memory-max-mb`, shown on the target
+/// (status and `repo list`), kept across a restart, back to the host's default with
+/// `default`; a cap below what a runner needs is refused with the fix and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_targets_job_memory_cap_is_set_shown_kept_and_checked() {
+    let gh = fake_github().await;
+    let mut d = Daemon::start(&gh).await;
+    d.sign_in(&gh, "octo").await;
+    let added = d.ok(&["repo", "add", "octo/hello"]).await;
+    let label = routing_label(&added);
+
+    let refused = d
+        .run(&["repo", "set", "octo/hello", "--memory-max-mb", "100"])
+        .await;
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("at least 256"), "{said}");
+
+    let set = d
+        .ok(&["repo", "set", "octo/hello", "--memory-max-mb", "1024"])
+        .await;
+    assert!(set.contains("job memory: at most 1024 MiB"), "{set}");
+    assert_eq!(job_memory_cap(&d).await, Some(1024));
+    d.restart().await;
+    assert_eq!(
+        job_memory_cap(&d).await,
+        Some(1024),
+        "kept across a restart"
+    );
+    let listed = d.ok(&["repo", "list"]).await;
+    assert!(listed.contains("job memory: at most 1024 MiB"), "{listed}");
+
+    // A job runs with it (the cap itself is pinned in rm-runner's unit tests: no memory
+    // controller is delegated on this machine).
+    let c = run(
+        &d,
+        &gh,
+        "octo/hello",
+        vec![JobSpec::new("capped", &[&label]).with_command("true")],
+    )
+    .await;
+    assert_eq!(c, vec![Conclusion::Success]);
+
+    d.ok(&["repo", "set", "octo/hello", "--memory-max-mb", "default"])
+        .await;
+    assert_eq!(job_memory_cap(&d).await, None);
+    d.stop().await.unwrap();
+}
+
+async fn job_memory_cap(d: &Daemon) -> Option<u32> {
+    let status = d.client().await.status().await.unwrap();
+    status.targets[0].sandbox.memory_max_mb
+}

@@ -97,6 +97,7 @@ mod tests {
         let unwalled = crate::TargetSandbox {
             walls: false,
             docker: false,
+            memory_max_mb: None,
         };
         let checks = vec![
             check("disk", CheckState::Pass, true),

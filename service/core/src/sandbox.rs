@@ -12,6 +12,9 @@ pub struct TargetSandbox {
     /// root service gives the runner the socket's group). Docker is root-equivalent: its jobs
     /// have root on this machine.
     pub docker: bool,
+    /// The most memory one of its jobs may hold, in MiB (its cgroup's `memory.max`, where the
+    /// host gives jobs cgroups); `None`: the host's default, three quarters of its memory.
+    pub memory_max_mb: Option<u32>,
 }
 
 impl Default for TargetSandbox {
@@ -19,6 +22,7 @@ impl Default for TargetSandbox {
         TargetSandbox {
             walls: true,
             docker: false,
+            memory_max_mb: None,
         }
     }
 }
@@ -55,11 +59,13 @@ mod tests {
         let off = TargetSandbox {
             walls: false,
             docker: false,
+            memory_max_mb: None,
         };
         assert!(off.warning().unwrap().contains("without the sandbox"));
         let docker = TargetSandbox {
             walls: true,
             docker: true,
+            memory_max_mb: None,
         };
         assert!(docker.warning().unwrap().contains("root"));
     }

@@ -195,7 +195,13 @@ CREATE TABLE attempt_trust (
 ) STRICT;
 "#;
 
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+/// Version 10: a target's own cap on the memory one of its jobs may hold (MiB; `NULL`: the
+/// host's default), with its other sandbox choices.
+const V10: &str = r#"
+ALTER TABLE policy_sandbox ADD COLUMN memory_max_mb INTEGER CHECK (memory_max_mb > 0);
+"#;
+
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The schema version this build writes and understands.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

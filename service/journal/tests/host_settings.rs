@@ -111,7 +111,7 @@ fn a_version_3_journal_migrates_forward_and_keeps_its_host() {
         )
         .unwrap();
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(journal.get_host().unwrap().unwrap().host, host);
     assert_eq!(journal.host_settings().unwrap(), None, "the defaults apply");

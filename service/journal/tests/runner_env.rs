@@ -148,7 +148,7 @@ fn a_version_5_journal_migrates_forward_and_keeps_what_it_had() {
         .unwrap();
 
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(journal.list_policies().unwrap(), vec![policy]);
     assert_eq!(journal.host_settings().unwrap(), Some(settings));

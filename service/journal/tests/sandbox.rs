@@ -26,15 +26,24 @@ fn a_targets_sandbox_choices_round_trip_clear_and_go_with_their_policy() {
     let docker = TargetSandbox {
         walls: true,
         docker: true,
+        memory_max_mb: None,
     };
     journal.put_policy_sandbox(id, docker).unwrap();
     assert_eq!(journal.policy_sandboxes().unwrap(), vec![(id, docker)]);
     let off = TargetSandbox {
         walls: false,
         docker: false,
+        memory_max_mb: None,
     };
     journal.put_policy_sandbox(id, off).unwrap();
     assert_eq!(journal.policy_sandboxes().unwrap(), vec![(id, off)]);
+    // A memory cap of its own alone is a choice away from the default: kept.
+    let capped = TargetSandbox {
+        memory_max_mb: Some(2048),
+        ..TargetSandbox::default()
+    };
+    journal.put_policy_sandbox(id, capped).unwrap();
+    assert_eq!(journal.policy_sandboxes().unwrap(), vec![(id, capped)]);
     journal
         .put_policy_sandbox(id, TargetSandbox::default())
         .unwrap();
@@ -54,6 +63,7 @@ fn an_unknown_policy_is_refused() {
     let off = TargetSandbox {
         walls: false,
         docker: false,
+        memory_max_mb: None,
     };
     let err = journal
         .put_policy_sandbox(PolicyId::new(999), off)
@@ -71,6 +81,7 @@ fn a_damaged_row_makes_the_file_refused() {
             TargetSandbox {
                 walls: false,
                 docker: false,
+                memory_max_mb: None,
             },
         )
         .unwrap();
@@ -88,5 +99,26 @@ fn a_damaged_row_makes_the_file_refused() {
     // (never read as "no sandbox").
     let err = Journal::open(&path).unwrap_err();
     assert!(matches!(err, JournalError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("policy_sandbox"), "{err}");
+}
+
+#[test]
+fn a_damaged_memory_cap_is_refused_not_read_as_the_default() {
+    let (dir, mut journal, id) = open_with_policy();
+    let capped = TargetSandbox {
+        memory_max_mb: Some(1024),
+        ..TargetSandbox::default()
+    };
+    journal.put_policy_sandbox(id, capped).unwrap();
+    drop(journal);
+    let path = dir.path().join("journal.sqlite3");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             UPDATE policy_sandbox SET memory_max_mb = -5;",
+        )
+        .unwrap();
+    let err = Journal::open(&path).unwrap_err();
     assert!(err.to_string().contains("policy_sandbox"), "{err}");
 }

@@ -219,7 +219,7 @@ fn a_version_2_journal_migrates_forward_and_keeps_its_attempts() {
         .all(|s| !s.contains("attempt_usage")));
 
     let mut journal = Journal::open(&path).unwrap();
-    assert_eq!(SCHEMA_VERSION, 9);
+    assert_eq!(SCHEMA_VERSION, 10);
     assert_eq!(journal.schema_version().unwrap(), SCHEMA_VERSION);
     for attempt in &attempts {
         assert_eq!(

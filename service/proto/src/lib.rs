@@ -43,7 +43,7 @@ pub use paths::{Route, TargetRef, TargetRefError};
 pub use pipe::pipe_name;
 pub use requests::{
     CredentialPut, EnvVar, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange, PauseState,
-    PoolJoin, TargetAdd, TargetList, TargetSandboxChange, TargetUpdate,
+    PoolJoin, TargetAdd, TargetList, TargetSandboxChange, TargetUpdate, MIN_JOB_MEMORY_MB,
 };
 pub use secret::SecretString;
 pub use sid::{Sid, SidError};

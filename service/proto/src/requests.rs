@@ -91,6 +91,9 @@ pub struct TargetSandboxChange {
     /// `true`: its jobs can use the host's Docker daemon (root-equivalent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docker: Option<bool>,
+    /// The most memory one of its jobs may hold, in MiB; `0`: back to the host's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_mb: Option<u32>,
 }
 
 impl TargetUpdate {
@@ -107,9 +110,19 @@ impl TargetUpdate {
                  send only one of them",
             ));
         }
+        if let Some(mb) = self.sandbox.as_ref().and_then(|s| s.memory_max_mb) {
+            if mb != 0 && mb < MIN_JOB_MEMORY_MB {
+                return Err(ApiError::bad_request(format!(
+                    "memory_max_mb {mb} is below {MIN_JOB_MEMORY_MB} MiB, less than a runner alone needs: give at least {MIN_JOB_MEMORY_MB}, or 0 for the host's default"
+                )));
+            }
+        }
         Ok(())
     }
 }
+
+/// The smallest per-job memory cap a target may set: the runner alone needs about 200 MiB.
+pub const MIN_JOB_MEMORY_MB: u32 = 256;
 
 /// `PUT /v1/host/capacity`: how many runners may run at once on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,6 +361,22 @@ mod tests {
             ..TargetUpdate::default()
         };
         assert!(ok.check().is_ok());
+    }
+
+    #[test]
+    fn a_job_memory_cap_below_what_a_runner_needs_is_refused_with_the_fix() {
+        let cap = |mb| TargetUpdate {
+            revision: 1,
+            sandbox: Some(TargetSandboxChange {
+                memory_max_mb: Some(mb),
+                ..TargetSandboxChange::default()
+            }),
+            ..TargetUpdate::default()
+        };
+        let err = cap(100).check().unwrap_err();
+        assert!(err.message.contains("at least 256"), "{}", err.message);
+        assert!(cap(256).check().is_ok());
+        assert!(cap(0).check().is_ok(), "0: back to the host's default");
     }
 }
 

@@ -438,6 +438,9 @@ pub struct TargetSandbox {
     pub walls: bool,
     /// Its jobs can use the host's Docker daemon (root-equivalent).
     pub docker: bool,
+    /// The most memory one of its jobs may hold, in MiB (absent: the host's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_mb: Option<u32>,
     /// What that means, in plain words, when it is not the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
@@ -448,6 +451,7 @@ impl Default for TargetSandbox {
         TargetSandbox {
             walls: true,
             docker: false,
+            memory_max_mb: None,
             warning: None,
         }
     }

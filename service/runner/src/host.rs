@@ -413,15 +413,16 @@ impl<S: PackageSource> RunnerHost<S> {
             })
         };
         let cgroup = match &self.cgroups {
-            Some(c) => {
-                Some(
-                    c.create(runtime.name.as_str())
-                        .map_err(|e| ProcessError::Prepare {
-                            path: c.dir_of(runtime.name.as_str()),
-                            source: e,
-                        })?,
+            Some(c) => Some(
+                c.create(
+                    runtime.name.as_str(),
+                    choice.memory_max_mb.map(|mb| u64::from(mb) << 20),
                 )
-            }
+                .map_err(|e| ProcessError::Prepare {
+                    path: c.dir_of(runtime.name.as_str()),
+                    source: e,
+                })?,
+            ),
             None => None,
         };
         let spawned = self.processes.spawn(&SpawnRequest {

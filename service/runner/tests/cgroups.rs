@@ -67,7 +67,7 @@ async fn a_detached_process_of_a_job_is_in_its_cgroup_and_ends_with_it() {
     let rt = root.create_runtime(&name).unwrap();
     materialize(&pkg.dir, &rt.path, &MaterializeOptions::default()).unwrap();
 
-    let job = cgroups.create(name.as_str()).unwrap();
+    let job = cgroups.create(name.as_str(), None).unwrap();
     let host = ProcessHost::allowing_root();
     let spawned = host
         .spawn(&SpawnRequest {
@@ -143,8 +143,8 @@ fn the_service_moves_into_its_leaf_and_leftover_job_cgroups_are_swept() {
     );
 
     // Two jobs' cgroups, one with a process in it, left by "an earlier run".
-    cgroups.create("gone").unwrap();
-    let kept = cgroups.create("kept").unwrap();
+    cgroups.create("gone", None).unwrap();
+    let kept = cgroups.create("kept", None).unwrap();
     let mut left = std::process::Command::new("sleep")
         .arg("600")
         .spawn()

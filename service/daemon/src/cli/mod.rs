@@ -259,6 +259,11 @@ pub struct SetArgs {
     /// default). Docker is root-equivalent: its jobs then have root on this machine.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub docker: Option<bool>,
+    /// The most memory one of this target's jobs may hold, in MiB (its cgroup's memory.max,
+    /// throttled above three quarters of it), or `default`: three quarters of this machine's
+    /// memory. Applies where the service runs each job in a cgroup of its own (`host doctor`).
+    #[arg(long, value_name = "MIB|default", value_parser = parse_job_memory)]
+    pub memory_max_mb: Option<u32>,
     /// Try a target that stopped (`repair_required`, launches kept failing) again, once what
     /// `runner-manager status` names is fixed; the host checks run first.
     #[arg(long)]
@@ -304,6 +309,22 @@ fn parse_on_off(text: &str) -> Result<bool, String> {
         "on" => Ok(true),
         "off" => Ok(false),
         other => Err(format!("'{other}' is not on or off")),
+    }
+}
+
+fn parse_job_memory(text: &str) -> Result<u32, String> {
+    let min = rm_proto::MIN_JOB_MEMORY_MB;
+    match text {
+        "default" => Ok(0),
+        n => match n.parse::<u32>() {
+            Ok(mb) if mb >= min => Ok(mb),
+            Ok(mb) => Err(format!(
+                "{mb} MiB is less than a runner alone needs: give at least {min}, or `default`"
+            )),
+            Err(_) => Err(format!(
+                "'{n}' is not a number of MiB (at least {min}) or `default`"
+            )),
+        },
     }
 }
 
@@ -978,7 +999,7 @@ fn offline_target_command(
                      saved workspaces): drop `--offline`",
                 ));
             }
-            if s.sandbox.is_some() || s.docker.is_some() {
+            if s.sandbox.is_some() || s.docker.is_some() || s.memory_max_mb.is_some() {
                 return Err(Failure::usage(
                     "a target's sandbox choices change through the running service (it starts \
                      the runners): drop `--offline`",
@@ -1157,18 +1178,18 @@ fn api_target_command(
                 admission,
                 cache,
                 workspace: s.workspace,
-                sandbox: (s.sandbox.is_some() || s.docker.is_some()).then_some(
-                    rm_proto::TargetSandboxChange {
+                sandbox: (s.sandbox.is_some() || s.docker.is_some() || s.memory_max_mb.is_some())
+                    .then_some(rm_proto::TargetSandboxChange {
                         walls: s.sandbox,
                         docker: s.docker,
-                    },
-                ),
+                        memory_max_mb: s.memory_max_mb,
+                    }),
             };
             if change == (rm_proto::TargetUpdate::default()) {
                 return Err(Failure::usage(format!(
                     "nothing to change: give at least one of --max-runners, --min-runners, \
                      --monitor-only, --label, --pool, --enable, --disable, --retry, --memory-admission, \
-                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace, --workspace, --sandbox, --docker (see `runner-manager {noun} set --help`)"
+                     --runner-memory-mb, --memory-headroom-mb, --cache, --cache-namespace, --workspace, --sandbox, --docker, --memory-max-mb (see `runner-manager {noun} set --help`)"
                 )));
             }
             let updated = api.update_target(&target, &change)?;

@@ -193,6 +193,9 @@ fn sandbox_text(s: &rm_proto::TargetSandbox) -> String {
     if s.docker {
         out.push_str(" · docker: on (its jobs have root here)");
     }
+    if let Some(mb) = s.memory_max_mb {
+        out.push_str(&format!(" · job memory: at most {mb} MiB"));
+    }
     out
 }
 

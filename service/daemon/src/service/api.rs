@@ -461,6 +461,9 @@ impl Handler for Api {
             if let Some(docker) = change.docker {
                 choice.docker = docker;
             }
+            if let Some(mb) = change.memory_max_mb {
+                choice.memory_max_mb = (mb != 0).then_some(mb);
+            }
             choice
         });
         let retry = req.retry == Some(true);
@@ -496,7 +499,9 @@ impl Handler for Api {
         if let Some(choice) = sandbox {
             self.daemon.sandboxes.set(stored.id(), choice);
             if let Some(warning) = choice.warning() {
-                tracing::warn!(uid = peer.uid, gh_target = %target.name, walls = choice.walls, docker = choice.docker, "target sandbox changed: runners started from now on: {warning}");
+                tracing::warn!(uid = peer.uid, gh_target = %target.name, walls = choice.walls, docker = choice.docker, memory_max_mb = ?choice.memory_max_mb, "target sandbox changed: runners started from now on: {warning}");
+            } else if let Some(mb) = choice.memory_max_mb {
+                tracing::info!(uid = peer.uid, gh_target = %target.name, memory_max_mb = mb, "target's job memory cap changed: runners started from now on get it");
             } else {
                 tracing::info!(uid = peer.uid, gh_target = %target.name, "target sandbox back to the default: runners started from now on start inside it, without Docker");
             }

@@ -91,9 +91,19 @@ pub struct Meters {
     typical: Mutex<BTreeMap<PolicyId, u64>>,
     /// `true` once the platform cannot meter (logged once, then the sampler stops).
     unsupported: std::sync::atomic::AtomicBool,
+    /// Where jobs run in cgroups of their own, each attempt's cgroup counts too.
+    cgroups: rm_runner::sandbox::JobCaps,
 }
 
 impl Meters {
+    /// Meters that also read each attempt's cgroup, where `cgroups` set them up.
+    pub fn counting_cgroups(cgroups: rm_runner::sandbox::JobCaps) -> Meters {
+        Meters {
+            cgroups,
+            ..Meters::default()
+        }
+    }
+
     fn entries(&self) -> MutexGuard<'_, BTreeMap<String, Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -162,6 +172,7 @@ impl Meters {
     /// Blocking (reads `/proc`).
     pub fn tick(&self, live: &[Live], now: Instant) -> Result<Tick, MeterError> {
         let snapshot = Snapshot::read()?;
+        let cgroups = self.cgroups.cgroups();
         let mut entries = self.entries();
         let mut ended = Vec::new();
         let mut gone_process = Vec::new();
@@ -195,6 +206,12 @@ impl Meters {
             }
             let sample = sample_in(&snapshot, entry.root, &mut entry.tree);
             entry.meter.record(now, &sample);
+            if let Some(used) = cgroups
+                .as_ref()
+                .and_then(|c| c.usage(rm_runner::RuntimeName::for_attempt(&l.attempt).as_str()))
+            {
+                entry.meter.record_cgroup(used.cpu, used.peak_memory);
+            }
             entry.rss_now = sample.rss_bytes();
             entry.ran_job |= l.busy;
             if !sample.contains(entry.root.pid) && !entry.told_gone {

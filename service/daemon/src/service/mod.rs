@@ -478,6 +478,7 @@ async fn serve(
         runner_env,
         caches: cache_settings,
         sandboxes,
+        job_caps: host_config.job_caps.clone(),
         pool: pool_link::PoolLink::new(open_pool_secret(&options)?, options.pool_lease),
     }));
     daemon.pool.restore(&daemon).await;

@@ -51,6 +51,8 @@ pub struct Parts {
     pub caches: rm_runner::CacheSettings,
     /// The targets' sandbox choices as stored (shared with the runner host).
     pub sandboxes: rm_runner::sandbox::TargetChoices,
+    /// The jobs' cgroups (shared with the runner host, which sets them up).
+    pub job_caps: rm_runner::sandbox::JobCaps,
     /// The pool of hosts (none joined yet: see `PoolLink::restore`).
     pub pool: super::pool_link::PoolLink,
 }
@@ -115,7 +117,7 @@ impl Daemon {
             contact: Contact::default(),
             launch: LaunchProblems::default(),
             doctor: parts.doctor,
-            meters: Meters::default(),
+            meters: Meters::counting_cgroups(parts.job_caps),
             admission: parts.admission,
             runner_env: parts.runner_env,
             caches: parts.caches,

@@ -106,6 +106,7 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
             rm_proto::TargetSandbox {
                 walls: choice.walls,
                 docker: choice.docker,
+                memory_max_mb: choice.memory_max_mb,
                 warning: choice.warning(),
             }
         },

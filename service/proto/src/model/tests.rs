@@ -623,6 +623,7 @@ fn a_target_without_the_sandbox_or_with_docker_stays_in_sight() {
     s.targets[0].sandbox = crate::status::TargetSandbox {
         walls: false,
         docker: false,
+        memory_max_mb: None,
         warning: Some("its jobs run without the sandbox".into()),
     };
     let v = connected(s.clone()).view(t(MIN));

@@ -47,6 +47,10 @@ pub struct AttemptMeter {
     interval_start: Instant,
     interval_cpu: Duration,
     busiest_millicores: Option<u64>,
+    /// What the attempt's own cgroup counted (exact: every process of the job, however it
+    /// was re-parented, up to the moment of reading), where it has one.
+    cgroup_cpu: Duration,
+    cgroup_peak_bytes: u64,
 }
 
 impl AttemptMeter {
@@ -63,7 +67,17 @@ impl AttemptMeter {
             interval_start: started,
             interval_cpu: Duration::ZERO,
             busiest_millicores: None,
+            cgroup_cpu: Duration::ZERO,
+            cgroup_peak_bytes: 0,
         }
+    }
+
+    /// Adds what the attempt's cgroup counted so far (`cpu.stat`'s usage, `memory.peak` where
+    /// the memory controller is on): the summary takes the larger of it and the tree's
+    /// figures, since the tree misses what a process used after its last sample.
+    pub fn record_cgroup(&mut self, cpu: Duration, peak_bytes: Option<u64>) {
+        self.cgroup_cpu = self.cgroup_cpu.max(cpu);
+        self.cgroup_peak_bytes = self.cgroup_peak_bytes.max(peak_bytes.unwrap_or(0));
     }
 
     /// Adds a sample taken at `at`.
@@ -81,12 +95,13 @@ impl AttemptMeter {
 
     pub fn summary(&self) -> MeterSummary {
         let wall = self.wall();
+        let cpu = self.cpu.max(self.cgroup_cpu);
         MeterSummary {
             samples: self.samples,
             wall,
-            cpu: self.cpu,
-            peak_rss_bytes: self.peak_rss_bytes,
-            average_millicores: millicores(self.cpu, wall),
+            cpu,
+            peak_rss_bytes: self.peak_rss_bytes.max(self.cgroup_peak_bytes),
+            average_millicores: millicores(cpu, wall),
             busiest_millicores: self.busiest_millicores(),
         }
     }
@@ -172,6 +187,25 @@ mod tests {
 
     fn secs(t0: Instant, s: u64) -> Instant {
         t0 + Duration::from_secs(s)
+    }
+
+    #[test]
+    fn the_cgroups_count_wins_where_it_saw_more() {
+        let t0 = Instant::now();
+        let mut m = AttemptMeter::new(t0);
+        m.record(secs(t0, 2), &sample(&[proc(1, 500, 10 << 20)], &[]));
+        // A process that lived between samples: only the cgroup saw it.
+        m.record_cgroup(Duration::from_millis(1500), Some(64 << 20));
+        let s = m.summary();
+        assert_eq!(s.cpu, Duration::from_millis(1500));
+        assert_eq!(s.peak_rss_bytes, 64 << 20);
+        assert_eq!(s.average_millicores, 750);
+        // A smaller reading (outside input, or no memory controller) takes nothing back.
+        m.record_cgroup(Duration::from_millis(10), None);
+        m.record(secs(t0, 4), &sample(&[proc(1, 3000, 20 << 20)], &[]));
+        let s = m.summary();
+        assert_eq!(s.cpu, Duration::from_millis(3000));
+        assert_eq!(s.peak_rss_bytes, 64 << 20);
     }
 
     #[test]

@@ -271,7 +271,7 @@ impl JobCgroups {
             limits,
         };
         cgroups
-            .write_caps(&cgroups.jobs, true)
+            .write_caps(&cgroups.jobs, true, limits)
             .map_err(|e| setup("setting the jobs' caps", e))?;
         Ok(cgroups)
     }
@@ -295,9 +295,8 @@ impl JobCgroups {
     }
 
     /// The caps of `dir`: the jobs' parent gets the weights and the memory ceiling of all
-    /// jobs together; a job its own memory and process caps.
-    fn write_caps(&self, dir: &Path, parent: bool) -> io::Result<()> {
-        let l = self.limits;
+    /// jobs together; a job its own memory and process caps (`l`).
+    fn write_caps(&self, dir: &Path, parent: bool, l: CapLimits) -> io::Result<()> {
         if self.has("memory") {
             write(&dir.join("memory.max"), &l.memory_max.to_string())?;
             if !parent {
@@ -320,11 +319,18 @@ impl JobCgroups {
         Ok(())
     }
 
-    /// Creates job `name`'s cgroup with its caps; the runner joins it at its spawn.
-    pub fn create(&self, name: &str) -> io::Result<JobCgroup> {
+    /// Creates job `name`'s cgroup with its caps, its memory at most `memory_max` bytes
+    /// where its target set its own (throttled above three quarters of it); the runner joins
+    /// it at its spawn.
+    pub fn create(&self, name: &str, memory_max: Option<u64>) -> io::Result<JobCgroup> {
         let dir = self.dir_of(name);
         mkdir(&dir)?;
-        if let Err(e) = self.write_caps(&dir, false) {
+        let mut limits = self.limits;
+        if let Some(max) = memory_max {
+            limits.memory_max = max;
+            limits.memory_high = max / 4 * 3;
+        }
+        if let Err(e) = self.write_caps(&dir, false, limits) {
             let _ = std::fs::remove_dir(&dir);
             return Err(e);
         }
@@ -575,28 +581,34 @@ mod tests {
             enabled: vec!["memory", "pids", "cpu", "io"],
             limits: CapLimits::for_memory(8 << 30),
         };
-        cgroups.write_caps(dir.path(), true).unwrap();
+        cgroups
+            .write_caps(dir.path(), true, cgroups.limits)
+            .unwrap();
         let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
         assert_eq!(read("cpu.weight"), "20");
         assert_eq!(read("io.weight"), "default 20");
         assert_eq!(read("memory.max"), (6u64 << 30).to_string());
         assert!(!dir.path().join("pids.max").exists());
-        let job = dir.path().join("job");
-        std::fs::create_dir(&job).unwrap();
-        cgroups.write_caps(&job, false).unwrap();
+        let job = cgroups.create("job", None).unwrap().dir;
         let read = |f: &str| std::fs::read_to_string(job.join(f)).unwrap();
         assert_eq!(read("pids.max"), "4096");
         assert_eq!(read("memory.high"), (4u64 << 30).to_string());
         assert!(!job.join("cpu.weight").exists());
+        // A target's own cap.
+        let own = cgroups.create("own", Some(1 << 30)).unwrap().dir;
+        let read = |f: &str| std::fs::read_to_string(own.join(f)).unwrap();
+        assert_eq!(read("memory.max"), (1u64 << 30).to_string());
+        assert_eq!(read("memory.high"), (768u64 << 20).to_string());
+        assert_eq!(read("pids.max"), "4096");
 
         let none = JobCgroups {
             enabled: vec![],
             ..cgroups
         };
-        let bare = dir.path().join("bare");
-        std::fs::create_dir(&bare).unwrap();
-        none.write_caps(&bare, false).unwrap();
+        let bare = none.create("bare", Some(1 << 30)).unwrap().dir;
         assert_eq!(std::fs::read_dir(&bare).unwrap().count(), 0);
+        // Removed with what it holds (nothing runs in a stand-in).
+        assert!(matches!(none.end("bare"), Ok(Ended::Removed { killed: 0 })));
     }
 
     #[test]
