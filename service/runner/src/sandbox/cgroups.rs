@@ -79,6 +79,12 @@ pub enum Unavailable {
         path.display()
     )]
     NotDelegated { path: PathBuf },
+    #[error(
+        "the service's cgroup {} holds other processes too ({pids:?}: a terminal's or a \
+         session's scope), so it is not the service's own",
+        path.display()
+    )]
+    Shared { path: PathBuf, pids: Vec<i32> },
     #[error("setting up the jobs' cgroups under {}: {reason}", path.display())]
     Setup { path: PathBuf, reason: String },
 }
@@ -91,7 +97,9 @@ impl Unavailable {
                 "boot with the unified hierarchy (`systemd.unified_cgroup_hierarchy=1` on the \
                  kernel command line), as current Debian and Ubuntu do by default"
             }
-            Unavailable::RootCgroup | Unavailable::NotDelegated { .. } => {
+            Unavailable::RootCgroup
+            | Unavailable::NotDelegated { .. }
+            | Unavailable::Shared { .. } => {
                 "run the service from its systemd unit (`runner-manager service install`), \
                  which delegates its cgroup (`Delegate=yes`)"
             }
@@ -194,6 +202,15 @@ fn placement_from(cgroup: &str, mountinfo: &str) -> Result<Placement, Unavailabl
     Ok(Placement { base })
 }
 
+/// The processes of a `cgroup.procs` listing that are not `own`.
+fn foreign_pids(procs: &str, own: u32) -> Vec<i32> {
+    procs
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter(|p| u32::try_from(*p).ok() != Some(own))
+        .collect()
+}
+
 /// Whether the service may create and fill cgroups under `base`.
 fn delegated(base: &Path) -> bool {
     use nix::unistd::{access, AccessFlags};
@@ -218,8 +235,20 @@ impl JobCgroups {
     /// Takes this process's delegated cgroup for the jobs: moves the service into
     /// `<base>/service`, hands the wanted controllers that are delegated down to `<base>/jobs`
     /// and sets the jobs' weights and memory ceiling.
+    /// A cgroup that holds any process but this one (a service started by hand from a
+    /// terminal whose scope its user owns) is left alone: moving a shell or a desktop
+    /// program into the service's leaf is not the service's to do.
     pub fn open(limits: CapLimits) -> Result<JobCgroups, Unavailable> {
         let placement = placement()?;
+        let procs =
+            std::fs::read_to_string(placement.base.join("cgroup.procs")).unwrap_or_default();
+        let others = foreign_pids(&procs, std::process::id());
+        if !others.is_empty() {
+            return Err(Unavailable::Shared {
+                path: placement.base,
+                pids: others,
+            });
+        }
         JobCgroups::open_at(&placement.base, limits)
     }
 
@@ -559,6 +588,19 @@ mod tests {
             placement_from("0::/system.slice/x\n", info),
             Err(Unavailable::NoUnified)
         );
+    }
+
+    #[test]
+    fn a_cgroup_shared_with_other_processes_is_not_the_services() {
+        assert_eq!(foreign_pids("", 7), Vec::<i32>::new());
+        assert_eq!(foreign_pids("7\n", 7), Vec::<i32>::new());
+        assert_eq!(foreign_pids("3\n7\n9\n", 7), vec![3, 9]);
+        let e = Unavailable::Shared {
+            path: PathBuf::from("/sys/fs/cgroup/user.slice/x.scope"),
+            pids: vec![3],
+        };
+        assert!(e.to_string().contains("not the service's own"), "{e}");
+        assert!(e.fix().contains("Delegate=yes"));
     }
 
     #[test]
