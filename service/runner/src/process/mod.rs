@@ -186,12 +186,17 @@ pub(crate) fn drop_to(cmd: &mut Command, uid: u32, groups: crate::caches::Runner
         .collect();
     let primary = Gid::from_raw(groups.primary);
     let uid = Uid::from_raw(uid);
+    // Only root may set the supplementary groups; a service that is not root keeps none to
+    // drop (as std's own `uid` does).
+    let set_groups = nix::unistd::geteuid().is_root();
     // SAFETY: the closure runs in the forked child before exec and only makes the
     // async-signal-safe syscalls setgroups/setgid/setuid, allocating nothing (the vector was
     // built before the fork).
     unsafe {
         cmd.pre_exec(move || {
-            setgroups(&supplementary).map_err(io::Error::from)?;
+            if set_groups {
+                setgroups(&supplementary).map_err(io::Error::from)?;
+            }
             setgid(primary).map_err(io::Error::from)?;
             setuid(uid).map_err(io::Error::from)?;
             Ok(())
