@@ -72,53 +72,40 @@ fn an_unknown_policy_is_refused() {
     assert!(journal.policy_sandboxes().unwrap().is_empty());
 }
 
-#[test]
-fn a_damaged_row_makes_the_file_refused() {
+/// Stores `choice`, then writes `damage` (an `UPDATE` the CHECK constraints would refuse)
+/// the hard way, and answers why the file is refused at open.
+fn refused_after(choice: TargetSandbox, damage: &str) -> JournalError {
     let (dir, mut journal, id) = open_with_policy();
-    journal
-        .put_policy_sandbox(
-            id,
-            TargetSandbox {
-                walls: false,
-                docker: false,
-                memory_max_mb: None,
-            },
-        )
-        .unwrap();
+    journal.put_policy_sandbox(id, choice).unwrap();
     drop(journal);
     let path = dir.path().join("journal.sqlite3");
-    // The CHECK constraint keeps SQLite itself from storing a 2: drop it the hard way.
     Connection::open(&path)
         .unwrap()
-        .execute_batch(
-            "PRAGMA ignore_check_constraints = ON;
-             UPDATE policy_sandbox SET walls = 2;",
-        )
+        .execute_batch(&format!("PRAGMA ignore_check_constraints = ON; {damage}"))
         .unwrap();
-    // The CHECK constraints make it a damaged file, refused at open with the table named
-    // (never read as "no sandbox").
-    let err = Journal::open(&path).unwrap_err();
+    Journal::open(&path).unwrap_err()
+}
+
+#[test]
+fn a_damaged_row_makes_the_file_refused() {
+    let off = TargetSandbox {
+        walls: false,
+        docker: false,
+        memory_max_mb: None,
+    };
+    // Refused at open with the table named, never read as "no sandbox".
+    let err = refused_after(off, "UPDATE policy_sandbox SET walls = 2;");
     assert!(matches!(err, JournalError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("policy_sandbox"), "{err}");
 }
 
 #[test]
 fn a_damaged_memory_cap_is_refused_not_read_as_the_default() {
-    let (dir, mut journal, id) = open_with_policy();
     let capped = TargetSandbox {
         memory_max_mb: Some(1024),
         ..TargetSandbox::default()
     };
-    journal.put_policy_sandbox(id, capped).unwrap();
-    drop(journal);
-    let path = dir.path().join("journal.sqlite3");
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch(
-            "PRAGMA ignore_check_constraints = ON;
-             UPDATE policy_sandbox SET memory_max_mb = -5;",
-        )
-        .unwrap();
-    let err = Journal::open(&path).unwrap_err();
+    let err = refused_after(capped, "UPDATE policy_sandbox SET memory_max_mb = -5;");
+    assert!(matches!(err, JournalError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("policy_sandbox"), "{err}");
 }

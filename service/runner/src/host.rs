@@ -440,11 +440,6 @@ impl<S: PackageSource> RunnerHost<S> {
         Ok(spawned?)
     }
 
-    /// What job `name` used as its cgroup counted it (`None`: it has no cgroup).
-    pub fn cgroup_usage(&self, name: &RuntimeName) -> Option<crate::sandbox::cgroups::CgroupUsage> {
-        self.cgroups.as_ref()?.usage(name.as_str())
-    }
-
     pub fn inspect(&self, id: ProcessIdentity) -> Result<ProcessState, HostError> {
         Ok(self.processes.inspect(id)?)
     }
