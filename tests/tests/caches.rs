@@ -139,11 +139,19 @@ true"#
         "cached-by-first",
         "a fork job reads the cache"
     );
-    assert_ne!(
-        PathBuf::from(read(out.path(), "fork.npm")),
-        npm,
-        "but not the shared one"
-    );
+    let fork_npm = PathBuf::from(read(out.path(), "fork.npm"));
+    if is_root() {
+        // The system service layers every runner's caches: the shared one, under a layer of
+        // the job's own that goes with it.
+        assert_eq!(fork_npm, npm);
+        assert!(
+            d.log().contains("the job's cache writes were dropped"),
+            "{}",
+            d.log()
+        );
+    } else {
+        assert_ne!(fork_npm, npm, "but not the shared one");
+    }
     let after = format!(
         r#"cat "$npm_config_cache/marker" > {o}/after.marker; ls "$npm_config_cache" > {o}/after.ls"#
     );
@@ -312,12 +320,20 @@ async fn the_size_cap_removes_caches_between_jobs_never_one_in_use() {
         .canonicalize()
         .unwrap()
         .join("runners/.caches/deps/repo/octo/hello/npm/big");
-    assert!(npm.exists(), "a cache in use is never removed");
+    if is_root() {
+        // The system service's jobs write through layers: the cache gets it when the job ends.
+        assert!(!npm.exists(), "a running job's write is in its layer");
+    } else {
+        assert!(npm.exists(), "a cache in use is never removed");
+    }
     // Once the job is done, the next clean brings the caches under the cap.
     until(
         Duration::from_secs(90),
         "the cache over the cap removed after the job",
-        || async { (!npm.exists()).then_some(()) },
+        || async {
+            (d.log().contains("pruned a cache (least recently used)") && !npm.exists())
+                .then_some(())
+        },
     )
     .await;
     let shown = d.ok(&["cache", "show"]).await;
@@ -386,10 +402,32 @@ async fn a_target_joins_a_shared_namespace_or_turns_its_caches_off() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_removed() {
+async fn a_forks_job_on_a_runner_that_could_write_the_caches_writes_only_its_own_layer() {
+    if !is_root() {
+        eprintln!("skipped: the system service (root) is the one with cache layers");
+        return;
+    }
     let gh = fake_github().await;
     let d = Daemon::start(&gh).await;
-    d.sign_in(&gh, "octo").await;
+    forks_job_on_a_writer(&gh, &d, true).await;
+}
+
+/// Outside the wall: the per-user service has no cache layers, so the same job's write
+/// reaches the shared cache while it runs (what the layered test asserts cannot happen), and
+/// the namespace is removed after it instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_layers_a_forks_job_reaches_the_cache_and_the_namespace_is_removed_after() {
+    if !is_root() {
+        eprintln!("skipped: making the per-user service's developer account needs root");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
+    forks_job_on_a_writer(&gh, &d, false).await;
+}
+
+async fn forks_job_on_a_writer(gh: &FakeGitHub, d: &Daemon, layered: bool) {
+    d.sign_in(gh, "octo").await;
     let added = d
         .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
         .await;
@@ -397,12 +435,19 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
     // The target also keeps its workspaces: those the fork's job could have touched go too.
     d.ok(&["repo", "set", "octo/hello", "--workspace", "persistent"])
         .await;
+    let doctor = d.ok(&["host", "doctor"]).await;
+    assert_eq!(
+        doctor.contains("Untrusted jobs cannot change the caches")
+            && !doctor.contains("jobs write the shared caches directly"),
+        layered,
+        "the doctor says whether jobs' cache writes are layered:\n{doctor}"
+    );
     let out = out_dir();
     let o = out.path().display();
     let seed = r#"echo trusted > "$npm_config_cache/marker"; echo trusted > ws-marker"#;
     run(
-        &d,
-        &gh,
+        d,
+        gh,
         "octo/hello",
         vec![JobSpec::new("seed", &[&label]).with_command(seed)],
     )
@@ -412,7 +457,11 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
         .canonicalize()
         .unwrap()
         .join("runners/.caches/deps/repo/octo/hello/npm");
-    assert!(npm.join("marker").exists());
+    assert_eq!(
+        std::fs::read_to_string(npm.join("marker")).unwrap().trim(),
+        "trusted",
+        "a trusted job's write reached the cache"
+    );
 
     // The race GitHub allows: a runner is started for a trusted job (so it may write the
     // cache), the trusted job goes away before the runner asks for work (its first poll is
@@ -433,17 +482,47 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
     .await;
     let trusted = gh.jobs().into_iter().find(|j| j.name == "trusted").unwrap();
     gh.finish_job(trusted.id, Conclusion::Cancelled).unwrap();
+    // The fork's job poisons the cache, then holds on until the test has looked at the
+    // host's copy.
     let poison = format!(
-        r#"echo poisoned > "$npm_config_cache/marker"; echo "$npm_config_cache" > {o}/fork.npm; cat ws-marker > {o}/fork.ws; echo poisoned > ws-marker"#
+        r#"echo poisoned > "$npm_config_cache/marker"; echo "$npm_config_cache" > {o}/fork.npm; cat ws-marker > {o}/fork.ws; echo poisoned > ws-marker
+echo wrote > {o}/fork.wrote
+for i in $(seq 300); do [ -e {o}/looked ] && break; sleep 0.1; done"#
     );
-    run(
-        &d,
-        &gh,
+    gh.queue_run(
         "octo/hello",
         vec![JobSpec::new("fork", &[&label])
             .with_command(&poison)
-            .from_fork()
-            .duration(Duration::from_secs(2))],
+            .from_fork()],
+    )
+    .unwrap();
+    until(Duration::from_secs(60), "the fork's job wrote", || async {
+        out.path().join("fork.wrote").exists().then_some(())
+    })
+    .await;
+    let seen = std::fs::read_to_string(npm.join("marker")).unwrap_or_default();
+    std::fs::write(out.path().join("looked"), "").unwrap();
+    assert_eq!(
+        seen.trim(),
+        if layered { "trusted" } else { "poisoned" },
+        "while the fork's job runs, the host's cache holds what it did"
+    );
+    until(
+        Duration::from_secs(60),
+        "the fork's runner gone",
+        || async {
+            let jobs = gh.jobs();
+            let done = jobs
+                .iter()
+                .any(|j| j.name == "fork" && j.status == rm_testkit::JobStatus::Completed);
+            let idle = d
+                .client()
+                .await
+                .status()
+                .await
+                .is_ok_and(|s| s.runners.is_empty());
+            (done && idle).then_some(())
+        },
     )
     .await;
     assert_eq!(
@@ -451,20 +530,33 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
         npm,
         "the fork's job ran with the shared cache: the race happened"
     );
-    until(
-        Duration::from_secs(30),
-        "the namespace's caches removed",
-        || async { (!npm.join("marker").exists()).then_some(()) },
-    )
-    .await;
     let log = d.log();
-    assert!(
-        log.contains("a job that is not trusted (or whose origin could not be established) ran on a runner that could write the caches, and they changed"),
-        "the service says why it removed them"
-    );
+    if layered {
+        assert!(
+            log.contains("the job's cache writes were dropped") && log.contains("trust=untrusted"),
+            "the service says it dropped the fork's layer:\n{log}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(npm.join("marker")).unwrap().trim(),
+            "trusted",
+            "nothing was removed: the fork's write never reached the cache"
+        );
+        assert!(!log.contains("removing that namespace's caches"));
+    } else {
+        until(
+            Duration::from_secs(30),
+            "the namespace's caches removed",
+            || async { (!npm.join("marker").exists()).then_some(()) },
+        )
+        .await;
+        assert!(
+            d.log().contains("a job that is not trusted (or whose origin could not be established) ran on a runner that could write the caches, and they changed"),
+            "the service says why it removed them"
+        );
+    }
     // The verdict rests on the job's own run, by GitHub's word.
     assert!(
-        log.lines().any(|l| l.contains("the job's trust")
+        d.log().lines().any(|l| l.contains("the job's trust")
             && l.contains("trust=untrusted")
             && l.contains("job fork (run")
             && l.contains("comes from a fork")),
@@ -491,18 +583,103 @@ async fn a_forks_job_given_to_a_runner_that_could_write_has_the_namespace_remove
 cat ws-marker > {o}/after.ws 2>/dev/null || echo none > {o}/after.ws"#
     );
     run(
-        &d,
-        &gh,
+        d,
+        gh,
         "octo/hello",
         vec![JobSpec::new("after", &[&label]).with_command(&after)],
     )
     .await;
     assert_eq!(
         read(out.path(), "after"),
-        "none",
+        if layered { "trusted" } else { "none" },
         "nothing the fork wrote is used"
     );
     assert_eq!(read(out.path(), "after.ws"), "none", "nor its workspace");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_requests_cache_writes_never_reach_the_default_branchs_jobs() {
+    if !is_root() {
+        eprintln!("skipped: the system service (root) is the one with cache layers");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start(&gh).await;
+    pull_request_writes(&gh, &d, true).await;
+}
+
+/// Outside the wall: without layers (the per-user service), a same-repository pull
+/// request's writes land in the cache the default branch's jobs read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_layers_a_pull_requests_cache_writes_reach_the_next_job() {
+    if !is_root() {
+        eprintln!("skipped: making the per-user service's developer account needs root");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
+    pull_request_writes(&gh, &d, false).await;
+}
+
+async fn pull_request_writes(gh: &FakeGitHub, d: &Daemon, layered: bool) {
+    d.sign_in(gh, "octo").await;
+    let added = d
+        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
+        .await;
+    let label = routing_label(&added);
+    let out = out_dir();
+    let o = out.path().display();
+    let write = |who: &str| {
+        format!(r#"echo {who} > "$npm_config_cache/marker"; mkdir -p "$npm_config_cache/by-{who}""#)
+    };
+    run(
+        d,
+        gh,
+        "octo/hello",
+        vec![JobSpec::new("push", &[&label]).with_command(&write("push"))],
+    )
+    .await;
+    run(
+        d,
+        gh,
+        "octo/hello",
+        vec![JobSpec::new("pr", &[&label])
+            .with_command(&write("pr"))
+            .pull_request()],
+    )
+    .await;
+    let read_back =
+        format!(r#"cat "$npm_config_cache/marker" > {o}/marker; ls "$npm_config_cache" > {o}/ls"#);
+    run(
+        d,
+        gh,
+        "octo/hello",
+        vec![JobSpec::new("main", &[&label]).with_command(&read_back)],
+    )
+    .await;
+    let log = d.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("the job's trust") && l.contains("trust=pull_request")),
+        "the pull request's job was judged as one:\n{log}"
+    );
+    if layered {
+        assert_eq!(read(out.path(), "marker"), "push");
+        assert!(!read(out.path(), "ls").contains("by-pr"));
+        assert!(
+            log.contains("the trusted job's cache writes were kept"),
+            "{log}"
+        );
+        assert!(
+            log.lines()
+                .any(|l| l.contains("the job's cache writes were dropped")
+                    && l.contains("trust=pull_request")),
+            "{log}"
+        );
+    } else {
+        assert_eq!(read(out.path(), "marker"), "pr");
+        assert!(read(out.path(), "ls").contains("by-pr"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

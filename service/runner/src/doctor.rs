@@ -49,10 +49,12 @@ pub struct DoctorSubject<'a> {
     pub sandbox: &'a crate::sandbox::SandboxConfig,
     /// The per-job cgroups the host set up (or would).
     pub caps: &'a crate::sandbox::JobCaps,
+    /// The cache layers the host set up (or would).
+    pub layers: &'a crate::caches::layers::CacheLayers,
 }
 
 /// The checks a launch depends on, in order: runner root, package, disk, sandbox (required),
-/// then the resource caps (advice).
+/// then the resource caps and the cache layers (advice).
 pub fn runner_checks(subject: &DoctorSubject<'_>) -> Vec<HostCheck> {
     vec![
         runner_root_check(subject.runner_root, subject.run_as),
@@ -60,6 +62,7 @@ pub fn runner_checks(subject: &DoctorSubject<'_>) -> Vec<HostCheck> {
         disk_check(subject.runner_root),
         crate::sandbox::sandbox_check(subject.sandbox, sandbox_probe_identity(subject.run_as)),
         subject.caps.check(),
+        subject.layers.check(),
     ]
 }
 

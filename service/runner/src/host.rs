@@ -3,6 +3,7 @@
 //! runtimes are prepared at once.
 
 use crate::account::{AccountError, ResolvedRunAs, RunAs};
+use crate::caches::layers::{LayerMounts, Layers};
 use crate::caches::{CacheOwners, CachePlan, CacheSettings, Caches, CachesError};
 use crate::evidence::{read_evidence, Evidence, EvidenceError};
 use crate::materialize::{
@@ -47,6 +48,10 @@ pub struct RunnerHostConfig {
     /// Whether each runner gets a capped cgroup of its own (the service's; by default none:
     /// runners then start in the caller's cgroup). Shared with the doctor.
     pub job_caps: crate::sandbox::JobCaps,
+    /// Whether runners write the shared caches through layers of their own, kept only for a
+    /// trusted job ([`crate::caches::layers`]; by default not: they write the caches
+    /// directly). Shared with the doctor.
+    pub cache_layers: crate::caches::layers::CacheLayers,
 }
 
 impl RunnerHostConfig {
@@ -66,6 +71,7 @@ impl RunnerHostConfig {
             sandbox: crate::sandbox::SandboxConfig::default(),
             sandbox_choices: crate::sandbox::TargetChoices::default(),
             job_caps: crate::sandbox::JobCaps::default(),
+            cache_layers: crate::caches::layers::CacheLayers::default(),
         }
     }
 }
@@ -114,6 +120,8 @@ pub struct RunnerHost<S> {
     workspaces: Option<Arc<Workspaces>>,
     /// `None` where jobs get no cgroup of their own (see the doctor's caps check).
     cgroups: Option<Arc<crate::sandbox::JobCgroups>>,
+    /// `None` where jobs write the shared caches directly (see the doctor's layers check).
+    layers: Option<Arc<Layers>>,
     prepares: tokio::sync::Semaphore,
     copy: CopyMethod,
     copy_threads: usize,
@@ -183,6 +191,16 @@ impl<S: PackageSource> RunnerHost<S> {
                 tracing::info!(cgroups = ?swept, "job cgroups left by an earlier run were ended and removed");
             }
         }
+        let layers = config.cache_layers.set_up(&config.runner_root);
+        if let Some(l) = &layers {
+            // A layer whose runtime is gone was left by a run that ended before its scrub
+            // (which commits or drops it first): nothing in it is trusted any more.
+            let runner_root = config.runner_root.clone();
+            let dropped = l.sweep(|name| runner_root.join(name).exists());
+            if !dropped.is_empty() {
+                tracing::info!(layers = ?dropped, "cache layers left by an earlier run were dropped");
+            }
+        }
         let (max_prepares, copy, copy_threads) = (
             config.max_concurrent_prepares,
             config.copy,
@@ -196,6 +214,7 @@ impl<S: PackageSource> RunnerHost<S> {
             caches,
             workspaces,
             cgroups,
+            layers,
             prepares: tokio::sync::Semaphore::new(max_prepares.max(1)),
             copy,
             copy_threads: copy_threads.max(1),
@@ -217,6 +236,7 @@ impl<S: PackageSource> RunnerHost<S> {
             platform,
             sandbox: &self.config.sandbox,
             caps: &self.config.job_caps,
+            layers: &self.config.cache_layers,
         })
     }
 
@@ -286,10 +306,17 @@ impl<S: PackageSource> RunnerHost<S> {
             .workspaces
             .as_ref()
             .is_some_and(|w| w.work_folder_of(name).is_some());
-        slot || self
-            .caches
-            .as_ref()
-            .is_some_and(|c| c.changed_since_prepare(name.as_str()))
+        if slot {
+            return true;
+        }
+        match &self.layers {
+            // Its writes are in its layers, and nothing it did reached the caches.
+            Some(l) if l.has(name.as_str()) => l.written(name.as_str()),
+            _ => self
+                .caches
+                .as_ref()
+                .is_some_and(|c| c.changed_since_prepare(name.as_str())),
+        }
     }
 
     pub fn caches(&self) -> Option<&Arc<Caches>> {
@@ -342,9 +369,17 @@ impl<S: PackageSource> RunnerHost<S> {
         let mut extra_env = self.config.env.get().to_vec();
         let mut groups = None;
         let mut shared = Vec::new();
+        let mut layers = None;
         if let (Some(caches), Some(plan)) = (&self.caches, plan) {
             let plan = CachePlan {
                 tool_cache: plan.tool_cache && self.config.caches.tool_cache(),
+                // With layers, no job's writes reach the caches before its verdict: every
+                // runner gets the shared caches (no private copies for a fork's job).
+                access: if self.layers.is_some() {
+                    rm_core::caches::CacheAccess::ReadWrite
+                } else {
+                    plan.access
+                },
                 ..plan.clone()
             };
             let prepared = caches.prepare(runtime, &plan);
@@ -353,6 +388,11 @@ impl<S: PackageSource> RunnerHost<S> {
                 .note_caches_setup(prepared.as_ref().map(|_| ()).map_err(|e| e.to_string()));
             match prepared {
                 Ok(prepared) => {
+                    if let Some(l) = &self.layers {
+                        // Fail closed: a runner whose caches cannot be layered does not start
+                        // with them writable.
+                        layers = Some(self.layers_for(l, runtime, &prepared.shared)?);
+                    }
                     // After the host's environment: the caches' variables are the service's.
                     extra_env.extend(prepared.env);
                     groups = prepared.groups;
@@ -433,11 +473,25 @@ impl<S: PackageSource> RunnerHost<S> {
             groups,
             sandbox,
             cgroup: cgroup.clone(),
+            layers,
         });
         if let (Err(_), Some(c), Some(_)) = (&spawned, &self.cgroups, &cgroup) {
             let _ = c.end(runtime.name.as_str());
         }
         Ok(spawned?)
+    }
+
+    fn layers_for(
+        &self,
+        layers: &Layers,
+        runtime: &Runtime,
+        shared: &[PathBuf],
+    ) -> Result<LayerMounts, HostError> {
+        let mounts = layers.prepare(runtime.name.as_str(), shared);
+        self.config
+            .caches
+            .note_caches_setup(mounts.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        Ok(mounts?)
     }
 
     pub fn inspect(&self, id: ProcessIdentity) -> Result<ProcessState, HostError> {
@@ -485,6 +539,7 @@ impl<S: PackageSource> RunnerHost<S> {
         let caches = self.caches.clone();
         let workspaces = self.workspaces.clone();
         let cgroups = self.cgroups.clone();
+        let layers = self.layers.clone();
         let cap = self.config.caches.cap_bytes();
         blocking(move || {
             let path = root.runtime_path(&name);
@@ -537,8 +592,17 @@ impl<S: PackageSource> RunnerHost<S> {
                     Err(e) => tracing::warn!(runtime = %name, error = %e, "the persistent workspace could not be given back"),
                 }
             }
+            // Before the runtime goes: a crash in between finds the layer again, with the
+            // runtime, and the recovery's scrub finishes it the same way.
+            let layered = layers.as_ref().is_some_and(|l| l.has(name.as_str()));
+            if let Some(l) = &layers {
+                // Also removes what a spawn that failed half way left.
+                finish_layers(l, &name, job, ended_all);
+            }
             let report = scrub(&path)?;
-            if let (Some(caches), Some(rm_core::JobTrust::Untrusted)) = (&caches, job) {
+            if let (Some(caches), Some(rm_core::JobTrust::Untrusted), false) =
+                (&caches, job, layered)
+            {
                 purge_untrusted_writes(caches, &name);
             }
             if let Some(caches) = caches {
@@ -560,6 +624,38 @@ impl<S: PackageSource> RunnerHost<S> {
             Ok(report)
         })
         .await
+    }
+}
+
+/// Commits the runner's cache layers when its job was trusted and nothing of it still runs;
+/// drops them otherwise. Never holds the scrub up: a commit that fails part way keeps what
+/// it moved and drops the rest (a cache is only ever a head start), and a layer that cannot
+/// be removed is left to the next start's sweep.
+fn finish_layers(
+    layers: &Layers,
+    name: &RuntimeName,
+    job: Option<rm_core::JobTrust>,
+    ended_all: bool,
+) {
+    let trusted = job == Some(rm_core::JobTrust::Trusted);
+    if trusted && !ended_all {
+        tracing::warn!(runtime = %name, "a process of the trusted job did not end: what it wrote in the caches is dropped, not kept");
+    }
+    let keep = trusted && ended_all;
+    match layers.finish(name.as_str(), keep) {
+        Ok(f) if keep && f.written => {
+            tracing::info!(runtime = %name, moved = f.moved, removed = f.removed, "the trusted job's cache writes were kept")
+        }
+        Ok(f) if f.written => {
+            tracing::info!(runtime = %name, trust = %job.map_or("no job", |t| t.as_str()), "the job's cache writes were dropped: only a trusted job's reach the caches")
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(runtime = %name, error = %e, kept = keep, "the job's cache layer could not be finished; what is left of it is dropped");
+            if let Err(e) = layers.finish(name.as_str(), false) {
+                tracing::warn!(runtime = %name, error = %e, "the job's cache layer could not be removed; the next start drops it")
+            }
+        }
     }
 }
 

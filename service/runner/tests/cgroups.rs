@@ -78,6 +78,7 @@ async fn a_detached_process_of_a_job_is_in_its_cgroup_and_ends_with_it() {
             groups: None,
             sandbox: None,
             cgroup: Some(job.clone()),
+            layers: None,
         })
         .unwrap();
     poll(WAIT, || rt.path.join("ready").exists().then_some(())).expect("listener ready");

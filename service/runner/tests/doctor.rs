@@ -55,6 +55,7 @@ async fn a_parent_left_0700_is_named_and_really_stops_the_runner() {
             groups: None,
             sandbox: None,
             cgroup: None,
+            layers: None,
         })
     };
 
@@ -151,6 +152,7 @@ async fn a_listener_that_is_not_executable_is_named() {
             groups: None,
             sandbox: None,
             cgroup: None,
+            layers: None,
         })
         .unwrap_err();
     assert!(format!("{err}").contains("no executable"), "{err}");
@@ -181,6 +183,7 @@ fn disk_space_and_the_account_are_reported() {
         platform: Platform::current(),
         sandbox: &rm_runner::sandbox::SandboxConfig::default(),
         caps: &rm_runner::sandbox::JobCaps::default(),
+        layers: &rm_runner::caches::layers::CacheLayers::default(),
     });
     let ids: Vec<&str> = checks.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
@@ -190,11 +193,19 @@ fn disk_space_and_the_account_are_reported() {
             "runner_package",
             "disk_space",
             "job_sandbox",
-            "job_resource_caps"
+            "job_resource_caps",
+            "cache_layers"
         ]
     );
     assert!(checks[..4].iter().all(|c| c.required));
-    assert!(!checks[4].required);
+    assert!(!checks[4].required && !checks[5].required);
+    // Without a service that set them up, the layers' check says who checks them.
+    assert_eq!(checks[5].state, CheckState::Skipped);
+    assert!(
+        checks[5].detail.contains("host doctor"),
+        "{}",
+        checks[5].detail
+    );
     if nix::unistd::geteuid().is_root() {
         // Runners never run as root: the service user is no option for a root service.
         let as_root = runner_root_check(work.path(), &RunAs::ServiceUser);

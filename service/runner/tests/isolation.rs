@@ -89,6 +89,7 @@ async fn runners_run_unprivileged_and_cannot_touch_each_other_or_the_cache() {
                 groups: None,
                 sandbox: None,
                 cgroup: None,
+                layers: None,
             })
             .unwrap();
         let probe = poll(Duration::from_secs(10), || {

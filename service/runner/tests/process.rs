@@ -57,6 +57,7 @@ fn spawn_script(host: &ProcessHost, rt: &Runtime, mode: &str) -> ProcessIdentity
             groups: None,
             sandbox: None,
             cgroup: None,
+            layers: None,
         })
         .unwrap();
     poll(WAIT, || rt.path.join("ready").exists().then_some(())).expect("listener got ready");
@@ -102,6 +103,7 @@ async fn fake_listener_stays_alive_retrying_and_the_secret_is_only_in_its_enviro
             groups: None,
             sandbox: None,
             cgroup: None,
+            layers: None,
         })
         .unwrap();
     let id = spawned.identity;
@@ -226,6 +228,7 @@ async fn exit_status_is_reported_and_no_zombie_is_left() {
             groups: None,
             sandbox: None,
             cgroup: None,
+            layers: None,
         })
         .unwrap()
         .identity;
@@ -297,6 +300,7 @@ async fn a_root_runner_is_refused_unless_explicitly_allowed() {
         groups: None,
         sandbox: None,
         cgroup: None,
+        layers: None,
     };
     let err = ProcessHost::new().spawn(&req).unwrap_err();
     assert!(
@@ -329,6 +333,7 @@ async fn spawn_refuses_a_runtime_without_a_listener() {
             groups: None,
             sandbox: None,
             cgroup: None,
+            layers: None,
         })
         .unwrap_err();
     assert!(

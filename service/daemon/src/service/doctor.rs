@@ -46,6 +46,7 @@ pub fn local_checks(config: &RunnerHostConfig, capacity: u32) -> Vec<HostCheck> 
         platform: Platform::current(),
         sandbox: &config.sandbox,
         caps: &config.job_caps,
+        layers: &config.cache_layers,
     });
     checks.push(rm_runner::doctor::capacity_check(capacity));
     checks

@@ -436,6 +436,8 @@ async fn serve(
     host_config.job_caps =
         rm_runner::sandbox::JobCaps::wanted(rm_runner::sandbox::CapLimits::for_this_host());
     host_config.job_caps.set_up();
+    // Jobs' cache writes through layers of their own (set up with the runner host).
+    host_config.cache_layers = rm_runner::caches::layers::CacheLayers::wanted();
     host_config.sandbox = {
         let file = config_file(&options.data_dir)?;
         let off = match (options.sandbox_off, file.sandbox.as_deref()) {

@@ -222,6 +222,8 @@ mod tests {
             caps.contains("CAP_SETUID") && caps.contains("CAP_SETGID"),
             "{caps}"
         );
+        // The cache layers are mounted between fork and exec, before the identity switch.
+        assert!(caps.contains("CAP_SYS_ADMIN"), "{caps}");
         assert!(!unit
             .lines()
             .any(|l| l.starts_with("User=") || l.starts_with("DynamicUser=")));

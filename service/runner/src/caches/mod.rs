@@ -23,6 +23,7 @@
 //! the same but nothing separates one job from another (README says so).
 
 mod fsutil;
+pub mod layers;
 mod record;
 mod stats;
 

@@ -129,6 +129,9 @@ pub struct SpawnRequest<'a> {
     /// The job's own cgroup, joined between fork and exec (before the identity switch), so
     /// that every process of the job is in it from the first.
     pub cgroup: Option<crate::sandbox::JobCgroup>,
+    /// Overlays over the shared caches it was given, mounted in a mount namespace of its own
+    /// between fork and exec (while still root): its writes there go to its layers.
+    pub layers: Option<crate::caches::layers::LayerMounts>,
 }
 
 /// A runner's sandbox: the tools, the host's settings and the shared directories (caches) it
@@ -154,6 +157,7 @@ impl std::fmt::Debug for SpawnRequest<'_> {
             )
             .field("sandbox", &self.sandbox)
             .field("cgroup", &self.cgroup.as_ref().map(|c| &c.dir))
+            .field("layers", &self.layers)
             .finish()
     }
 }
@@ -415,6 +419,10 @@ impl ProcessHost {
         // runner's identity may not write the cgroup's `cgroup.procs`.
         if let Some(cgroup) = req.cgroup.clone() {
             into_cgroup(&mut cmd, cgroup);
+        }
+        // Mounting needs root: before the identity switch.
+        if let Some(layers) = req.layers.clone().filter(|l| !l.is_empty()) {
+            layers.apply_to(&mut cmd);
         }
         if let Some(o) = req.owner {
             let groups = req.groups.clone().unwrap_or(crate::caches::RunnerGroups {
