@@ -212,7 +212,7 @@ Version: $version
 Architecture: $debarch
 Maintainer: runner-manager maintainers <maintainers@runner-manager.invalid>
 Installed-Size: $size_kb
-Depends: ${shlibs:+$shlibs, }${tray_depends}passwd, ca-certificates, bubblewrap (>= 0.8), passt
+Depends: ${shlibs:+$shlibs, }${tray_depends}passwd, ca-certificates, bubblewrap (>= 0.8), passt, mount
 Section: devel
 Priority: optional
 Description: ephemeral GitHub Actions self-hosted runners on this machine

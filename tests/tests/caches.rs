@@ -412,9 +412,20 @@ async fn a_forks_job_on_a_runner_that_could_write_the_caches_writes_only_its_own
     forks_job_on_a_writer(&gh, &d, true).await;
 }
 
-/// Outside the wall: the per-user service has no cache layers, so the same job's write
-/// reaches the shared cache while it runs (what the layered test asserts cannot happen), and
-/// the namespace is removed after it instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_per_user_service_too_a_forks_job_writes_only_its_own_layer() {
+    if !is_root() {
+        eprintln!("skipped: making the per-user service's developer account needs root");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
+    forks_job_on_a_writer(&gh, &d, true).await;
+}
+
+/// Outside the wall: the per-user service mounts layers inside the sandbox, so a target
+/// without it has none: the same job's write reaches the shared cache while it runs (what
+/// the layered tests assert cannot happen), and the namespace is removed after it instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_layers_a_forks_job_reaches_the_cache_and_the_namespace_is_removed_after() {
     if !is_root() {
@@ -426,22 +437,35 @@ async fn without_layers_a_forks_job_reaches_the_cache_and_the_namespace_is_remov
     forks_job_on_a_writer(&gh, &d, false).await;
 }
 
-async fn forks_job_on_a_writer(gh: &FakeGitHub, d: &Daemon, layered: bool) {
+/// Signs in and adds `octo/hello`; a target of the per-user service without layers runs
+/// without the sandbox. The doctor says layers are on either way (for walled targets).
+async fn hello_target(gh: &FakeGitHub, d: &Daemon, layered: bool) -> String {
     d.sign_in(gh, "octo").await;
     let added = d
         .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
         .await;
-    let label = routing_label(&added);
+    if !layered {
+        d.ok(&["repo", "set", "octo/hello", "--sandbox", "off"])
+            .await;
+    }
+    let out = d.run(&["host", "doctor", "--json"]).await;
+    let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "cache_layers")
+        .cloned()
+        .expect("a cache_layers check");
+    assert_eq!(check["state"], "pass", "{check}");
+    routing_label(&added)
+}
+
+async fn forks_job_on_a_writer(gh: &FakeGitHub, d: &Daemon, layered: bool) {
+    let label = hello_target(gh, d, layered).await;
     // The target also keeps its workspaces: those the fork's job could have touched go too.
     d.ok(&["repo", "set", "octo/hello", "--workspace", "persistent"])
         .await;
-    let doctor = d.ok(&["host", "doctor"]).await;
-    assert_eq!(
-        doctor.contains("Untrusted jobs cannot change the caches")
-            && !doctor.contains("jobs write the shared caches directly"),
-        layered,
-        "the doctor says whether jobs' cache writes are layered:\n{doctor}"
-    );
     let out = out_dir();
     let o = out.path().display();
     let seed = r#"echo trusted > "$npm_config_cache/marker"; echo trusted > ws-marker"#;
@@ -608,8 +632,19 @@ async fn a_pull_requests_cache_writes_never_reach_the_default_branchs_jobs() {
     pull_request_writes(&gh, &d, true).await;
 }
 
-/// Outside the wall: without layers (the per-user service), a same-repository pull
-/// request's writes land in the cache the default branch's jobs read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_per_user_service_too_a_pull_requests_cache_writes_are_dropped() {
+    if !is_root() {
+        eprintln!("skipped: making the per-user service's developer account needs root");
+        return;
+    }
+    let gh = fake_github().await;
+    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
+    pull_request_writes(&gh, &d, true).await;
+}
+
+/// Outside the wall: without layers (a target of the per-user service without the sandbox),
+/// a same-repository pull request's writes land in the cache the default branch's jobs read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_layers_a_pull_requests_cache_writes_reach_the_next_job() {
     if !is_root() {
@@ -622,11 +657,7 @@ async fn without_layers_a_pull_requests_cache_writes_reach_the_next_job() {
 }
 
 async fn pull_request_writes(gh: &FakeGitHub, d: &Daemon, layered: bool) {
-    d.sign_in(gh, "octo").await;
-    let added = d
-        .ok(&["repo", "add", "octo/hello", "--max-runners", "1"])
-        .await;
-    let label = routing_label(&added);
+    let label = hello_target(gh, d, layered).await;
     let out = out_dir();
     let o = out.path().display();
     let write = |who: &str| {

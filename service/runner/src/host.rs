@@ -370,12 +370,19 @@ impl<S: PackageSource> RunnerHost<S> {
         let mut groups = None;
         let mut shared = Vec::new();
         let mut layers = None;
+        let walled = !self.config.sandbox.is_off() && choice.walls;
+        // The per-user service mounts layers inside the sandbox's user namespace: a target
+        // without the walls writes the caches directly, under the older rule.
+        let layered = self
+            .layers
+            .as_ref()
+            .filter(|l| walled || l.without_sandbox());
         if let (Some(caches), Some(plan)) = (&self.caches, plan) {
             let plan = CachePlan {
                 tool_cache: plan.tool_cache && self.config.caches.tool_cache(),
                 // With layers, no job's writes reach the caches before its verdict: every
                 // runner gets the shared caches (no private copies for a fork's job).
-                access: if self.layers.is_some() {
+                access: if layered.is_some() {
                     rm_core::caches::CacheAccess::ReadWrite
                 } else {
                     plan.access
@@ -388,7 +395,7 @@ impl<S: PackageSource> RunnerHost<S> {
                 .note_caches_setup(prepared.as_ref().map(|_| ()).map_err(|e| e.to_string()));
             match prepared {
                 Ok(prepared) => {
-                    if let Some(l) = &self.layers {
+                    if let Some(l) = layered {
                         // Fail closed: a runner whose caches cannot be layered does not start
                         // with them writable.
                         layers = Some(self.layers_for(l, runtime, &prepared.shared)?);
@@ -439,7 +446,7 @@ impl<S: PackageSource> RunnerHost<S> {
         } else {
             None
         };
-        let sandbox = if self.config.sandbox.is_off() || !choice.walls {
+        let sandbox = if !walled {
             None
         } else {
             // Fail closed: no runner starts outside the walls unless the operator said so.

@@ -4,7 +4,7 @@
 //! another user the layers refuse to open, which is tested too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rm_runner::caches::layers::{Layers, Unavailable};
+use rm_runner::caches::layers::Layers;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -166,35 +166,86 @@ fn an_untouched_layer_is_not_written_and_leftovers_are_swept() {
     assert_eq!(mode & 0o777, 0o700, "{mode:o}");
 }
 
+/// The per-user service's layers: mounted by `unshare`/`mount` inside a user namespace (the
+/// sandbox's, pasta's; here one of the test's own, made the same way), as an ordinary user.
 #[test]
-fn without_root_the_layers_refuse_to_open_with_the_fix() {
+fn as_an_ordinary_user_writes_go_to_the_layer_through_a_user_namespace() {
+    const DIR_ENV: &str = "RM_LAYERS_USER_TEST_DIR";
     if is_root() {
-        // Run the refusal as an unprivileged user instead (this test binary, again).
+        // Run this test again as an unprivileged user (this test binary, through setpriv).
+        let t = tempfile::tempdir().unwrap();
+        std::os::unix::fs::chown(t.path(), Some(65534), Some(65534)).unwrap();
         let me = std::env::current_exe().unwrap();
         let out = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(me)
             .args([
                 "--exact",
-                "without_root_the_layers_refuse_to_open_with_the_fix",
+                "as_an_ordinary_user_writes_go_to_the_layer_through_a_user_namespace",
                 "--nocapture",
             ])
-            .env("RM_LAYERS_REFUSAL_DIR", std::env::temp_dir())
+            .env(DIR_ENV, t.path())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{text}");
-        assert!(
-            text.contains("refused: the service does not run as root"),
-            "{text}"
-        );
+        assert!(text.contains("committed as an ordinary user"), "{text}");
         return;
     }
-    let base =
-        std::env::var_os("RM_LAYERS_REFUSAL_DIR").map_or_else(std::env::temp_dir, Into::into);
-    let e = Layers::open(&base.join("no-layers-here")).unwrap_err();
-    assert_eq!(e, Unavailable::NotRoot);
-    assert!(e.fix().contains("--start-at boot"), "{}", e.fix());
-    println!("refused: {e}");
+    let Some(base) = std::env::var_os(DIR_ENV) else {
+        eprintln!("skipped: run as root, this test runs itself again as an ordinary user");
+        return;
+    };
+    let base = Path::new(&base);
+    let (root, lower) = (base.join("runners"), base.join("runners/.caches/ns"));
+    fs::create_dir_all(&lower).unwrap();
+    seed(&lower);
+    let layers = Layers::open(&root).expect("an ordinary user can build layers here");
+    assert!(
+        !layers.without_sandbox(),
+        "mounted inside the sandbox's namespace"
+    );
+    let mounts = layers
+        .prepare("mine", std::slice::from_ref(&lower))
+        .unwrap();
+    assert!(mounts.in_chain());
+    let out = base.join("read-back");
+    let status = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--"])
+        .args(mounts.chain_args())
+        .args(["/bin/sh", "-c", JOB, "job"])
+        .arg(&lower)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_eq!(fs::read_to_string(&out).unwrap().trim(), "new a");
+    assert_untouched(&lower);
+    assert!(layers.written("mine"));
+    layers.finish("mine", true).unwrap();
+    assert!(!lower.join("b").exists() && !lower.join("d/old").exists());
+    assert_eq!(fs::read_to_string(lower.join("d/y")).unwrap().trim(), "y");
+    assert_eq!(fs::read_to_string(lower.join("c")).unwrap().trim(), "c");
+    println!("committed as an ordinary user");
+
+    // A layer that cannot be mounted (its upper directory gone) ends the chain before what
+    // follows it: the runner never starts without its layers.
+    let mounts = layers
+        .prepare("broken", std::slice::from_ref(&lower))
+        .unwrap();
+    fs::remove_dir(root.join(".layers/broken/0/upper")).unwrap();
+    let ran = base.join("ran");
+    let status = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--"])
+        .args(mounts.chain_args())
+        .args(["/bin/sh", "-c", "touch \"$1\"", "job"])
+        .arg(&ran)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(125), "{status}");
+    assert!(
+        !ran.exists(),
+        "the program after the layers ran without them"
+    );
 }

@@ -3,6 +3,9 @@
 //!   plainly vs inside the walls (pasta + bwrap, as a runner starts), and the whole run of
 //!   `/bin/true` including the namespaces' teardown (which follows the job, off the pickup
 //!   path); median and p90 over N runs each, interleaved so machine noise hits both alike;
+//! - cache layers: what one layer over a shared cache adds to that start, as root (mounted
+//!   between fork and exec) or, run as an ordinary user, inside the sandbox's user namespace;
+//!   `RM_BENCH_LAYERS_ONLY=1` stops after it;
 //! - network: download throughput and connection latency from a loopback HTTP server, with
 //!   curl outside vs inside (the server's port forwarded into the job's namespace, the one
 //!   path a sandboxed job has to a host port).
@@ -46,6 +49,7 @@ fn command(program: &Path, args: &[&str], sandbox: Option<&SandboxConfig>) -> Co
                 gid,
                 docker: None,
                 resolv_conf: None,
+                layers: None,
             };
             let (p, a) = wrap(&tools, &walls, program, args);
             let mut c = Command::new(p);
@@ -75,7 +79,11 @@ fn run_timed(mut cmd: Command) -> (Duration, Vec<u8>) {
 
 /// Milliseconds from the spawn to the moment the command inside printed the wall clock.
 fn until_first_instruction(sandbox: Option<&SandboxConfig>) -> f64 {
-    let mut cmd = command(Path::new("/bin/date"), &["+%s%N"], sandbox);
+    first_instruction_ms(command(Path::new("/bin/date"), &["+%s%N"], sandbox))
+}
+
+/// Milliseconds from the spawn of `cmd` (which prints `date +%s%N`) to its print.
+fn first_instruction_ms(mut cmd: Command) -> f64 {
     let start_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -195,6 +203,63 @@ impl Drop for Hog {
     }
 }
 
+/// What one cache layer adds to the start: as root, mounted between fork and exec (plain
+/// `date` against `date` with the layer); as an ordinary user, inside the sandbox's user
+/// namespace (the sandboxed chain against the chain with the layer). Run the bench both ways
+/// for both figures.
+fn layers_startup(runs: usize, config: &SandboxConfig) {
+    use rm_runner::caches::layers::Layers;
+    let dir = std::env::temp_dir().join(format!("rm-layers-bench-{}", std::process::id()));
+    let (root, lower) = (dir.join("runners"), dir.join("runners/.caches/ns"));
+    std::fs::create_dir_all(&lower).unwrap();
+    let layers = Layers::open(&root).expect("this host can build cache layers");
+    let as_root = nix::unistd::geteuid().is_root();
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for i in 0..runs {
+        let name = format!("bench-{i}");
+        let mounts = layers.prepare(&name, std::slice::from_ref(&lower)).unwrap();
+        if as_root {
+            without.push(first_instruction_ms(command(
+                Path::new("/bin/date"),
+                &["+%s%N"],
+                None,
+            )));
+            let mut cmd = Command::new("/bin/date");
+            cmd.arg("+%s%N").stdin(Stdio::null());
+            mounts.apply_to(&mut cmd);
+            with.push(first_instruction_ms(cmd));
+        } else {
+            without.push(until_first_instruction(Some(config)));
+            let tools = Tools::find().expect("bwrap and pasta installed");
+            let shared = [lower.clone()];
+            let walls = Walls {
+                config,
+                runtime: None,
+                shared: &shared,
+                uid: nix::unistd::geteuid().as_raw(),
+                gid: nix::unistd::getegid().as_raw(),
+                docker: None,
+                resolv_conf: None,
+                layers: Some(&mounts),
+            };
+            let (p, a) = wrap(&tools, &walls, Path::new("/bin/date"), &["+%s%N"]);
+            let mut cmd = Command::new(p);
+            cmd.args(a).current_dir("/").stdin(Stdio::null());
+            with.push(first_instruction_ms(cmd));
+        }
+        layers.finish(&name, false).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (w50, l50) = (percentile(&mut without, 0.5), percentile(&mut with, 0.5));
+    let (w90, l90) = (percentile(&mut without, 0.9), percentile(&mut with, 0.9));
+    let how = if as_root {
+        "as root, between fork and exec, against no layer"
+    } else {
+        "as you, inside the sandbox's user namespace, against the sandbox alone"
+    };
+    println!("one cache layer ({how}) over {runs} runs each (ms): without p50 {w50:.1} p90 {w90:.1}; with p50 {l50:.1} p90 {l90:.1}; added p50 {:.1}", l50 - w50);
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().map_or(40, |a| a.parse().expect("RUNS"));
@@ -209,6 +274,10 @@ fn main() {
     let (p50, s50) = (percentile(&mut plain, 0.5), percentile(&mut walled, 0.5));
     let (p90, s90) = (percentile(&mut plain, 0.9), percentile(&mut walled, 0.9));
     println!("spawn -> job's first instruction over {runs} runs each (ms): plain p50 {p50:.1} p90 {p90:.1}; sandboxed p50 {s50:.1} p90 {s90:.1}; added p50 {:.1}", s50 - p50);
+    layers_startup(runs, &config);
+    if std::env::var_os("RM_BENCH_LAYERS_ONLY").is_some() {
+        return;
+    }
 
     let (mut plain, mut walled) = (Vec::new(), Vec::new());
     for _ in 0..runs {

@@ -17,10 +17,15 @@
 //!   so no layer of that branch could be shown to the branch's next job, and what it wrote is
 //!   never read by the default branch's jobs) — the layer is dropped with the runtime.
 //!
-//! Kernel overlays need `CAP_SYS_ADMIN` for the mount: a service that is not root (the
-//! per-user service) gets no layers yet, and the caches keep their older rule there (a runner
-//! that may take a fork's job works on private copies; a namespace an untrusted job could
-//! write is removed after it). The doctor's `cache_layers` check says which applies.
+//! Who mounts them:
+//! - **as root** (the system service), the runner's child between fork and exec, before it
+//!   drops to the runner's uid ([`LayerMounts::apply_to`]): every runner, walled or not;
+//! - **as you** (the per-user service), inside the sandbox's chain: pasta's child is root of
+//!   pasta's user namespace, so `unshare --mount` there mounts the overlays (`userxattr`) and
+//!   execs bwrap ([`LayerMounts::chain_args`]). A target with the sandbox off has no such
+//!   namespace, so its runners write the caches directly, under the older rule (a runner that
+//!   may take a fork's job works on private copies; a namespace an untrusted job could write is
+//!   removed after it). The doctor's `cache_layers` check says which applies.
 //!
 //! The commit changes the cache while other runners may have it as a lower layer; the kernel
 //! does not promise what they then see of the changed entries (it never crashes for it). A
@@ -52,14 +57,26 @@ const OPAQUE_XATTRS: [&[u8]; 2] = [b"trusted.overlay.opaque\0", b"user.overlay.o
 #[derive(Debug)]
 pub struct Layers {
     dir: PathBuf,
+    mounter: Mounter,
     /// One commit or drop at a time: two commits into one cache never interleave.
     lock: Mutex<()>,
 }
 
-/// The overlays to mount in a runner's child before it execs, built before the fork (the
-/// child allocates nothing).
-#[derive(Debug, Clone, Default)]
+/// Who mounts a runner's layers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mounter {
+    /// The service is root: the runner's child, before its identity switch.
+    Root,
+    /// The per-user service: `unshare` (util-linux) and `mount` inside the sandbox's user
+    /// namespace, between pasta and bwrap.
+    UserNamespace { unshare: PathBuf, mount: PathBuf },
+}
+
+/// The overlays to mount for one runner, built before the spawn (the child allocates
+/// nothing).
+#[derive(Debug, Clone)]
 pub struct LayerMounts {
+    mounter: Mounter,
     mounts: Vec<Overlay>,
 }
 
@@ -80,9 +97,51 @@ pub struct Finished {
     pub written: bool,
 }
 
+/// Mounts each `OPTIONS TARGET` pair after the `mount` program, then execs what follows `--`
+/// (bwrap). A mount that fails ends the chain: the runner does not start without its layers.
+const MOUNT_SCRIPT: &str = r#"m=$1; shift
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+  "$m" -t overlay -o "$1" overlay "$2" || { echo "runner-manager: a cache layer could not be mounted on $2" >&2; exit 125; }
+  shift 2
+done
+shift
+exec "$@""#;
+
 impl LayerMounts {
     pub fn is_empty(&self) -> bool {
         self.mounts.is_empty()
+    }
+
+    /// Whether they are mounted inside the sandbox's chain ([`LayerMounts::chain_args`]),
+    /// not between fork and exec.
+    pub fn in_chain(&self) -> bool {
+        matches!(self.mounter, Mounter::UserNamespace { .. })
+    }
+
+    /// The per-user service's: the programs and arguments that mount the layers inside the
+    /// sandbox's user namespace and then exec what follows them (bwrap's command line).
+    pub fn chain_args(&self) -> Vec<std::ffi::OsString> {
+        let Mounter::UserNamespace { unshare, mount } = &self.mounter else {
+            return Vec::new();
+        };
+        let mut a: Vec<std::ffi::OsString> = vec![
+            unshare.clone().into(),
+            "--mount".into(),
+            "--propagation".into(),
+            "slave".into(),
+            "--".into(),
+            SH.into(),
+            "-c".into(),
+            MOUNT_SCRIPT.into(),
+            "layers".into(),
+            mount.clone().into(),
+        ];
+        for m in &self.mounts {
+            a.push(OsStr::from_bytes(m.options.as_bytes()).to_owned());
+            a.push(OsStr::from_bytes(m.target.as_bytes()).to_owned());
+        }
+        a.push("--".into());
+        a
     }
 
     /// Mounts the overlays in `cmd`'s child between fork and exec. Register it before any
@@ -90,6 +149,9 @@ impl LayerMounts {
     #[allow(unsafe_code)]
     pub fn apply_to(&self, cmd: &mut std::process::Command) {
         use std::os::unix::process::CommandExt;
+        if self.in_chain() {
+            return;
+        }
         let mounts = self.clone();
         // SAFETY: `mount_in_child` makes only the async-signal-safe syscalls unshare and
         // mount on strings built before the fork, allocating nothing.
@@ -147,7 +209,12 @@ fn usable_in_options(path: &Path) -> bool {
         .any(|b| matches!(b, b',' | b':' | b'\\' | b'\n' | 0))
 }
 
-fn options(lower: &Path, upper: &Path, work: &Path) -> Result<CString, CachesError> {
+fn options(
+    lower: &Path,
+    upper: &Path,
+    work: &Path,
+    mounter: &Mounter,
+) -> Result<CString, CachesError> {
     for p in [lower, upper, work] {
         if !usable_in_options(p) {
             return Err(io_at(p)(io::Error::other(
@@ -165,18 +232,29 @@ fn options(lower: &Path, upper: &Path, work: &Path) -> Result<CString, CachesErr
     // No redirects, metacopies or index: the upper layer then holds whole files and plain
     // directories only, which the commit moves as they are.
     o.extend_from_slice(b",redirect_dir=nofollow,metacopy=off,index=off");
+    if let Mounter::UserNamespace { .. } = mounter {
+        // Its markers as `user.` attributes: a user namespace may not set `trusted.` ones.
+        o.extend_from_slice(b",userxattr");
+    }
     CString::new(o).map_err(|_| io_at(lower)(io::Error::other("a NUL in the path")))
 }
 
 impl Layers {
     /// The layers under `runner_root`, after a probe mount shows this host can build them.
     pub fn open(runner_root: &Path) -> Result<Layers, Unavailable> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(Unavailable::NotRoot);
-        }
+        let mounter = if nix::unistd::geteuid().is_root() {
+            Mounter::Root
+        } else {
+            let find = crate::sandbox::find_program;
+            match (find("unshare"), find("mount")) {
+                (Some(unshare), Some(mount)) => Mounter::UserNamespace { unshare, mount },
+                _ => return Err(Unavailable::NoTools),
+            }
+        };
         let dir = runner_root.join(LAYERS_DIR);
         let layers = Layers {
             dir,
+            mounter,
             lock: Mutex::new(()),
         };
         layers
@@ -220,13 +298,27 @@ impl Layers {
         };
         let mounts = setup().map_err(|e| Unavailable::Setup(e.to_string()))?;
         let target = lower.join("written");
-        let mut cmd = std::process::Command::new(SH);
-        cmd.args(["-c", "echo x > \"$1\"", "sh"])
-            .arg(&target)
+        let writer = [SH, "-c", "echo x > \"$1\"", "sh"];
+        let mut cmd = match &self.mounter {
+            Mounter::Root => {
+                let mut cmd = std::process::Command::new(SH);
+                cmd.args(&writer[1..]);
+                mounts.apply_to(&mut cmd);
+                cmd
+            }
+            Mounter::UserNamespace { unshare, .. } => {
+                // A user namespace of its own stands in for pasta's.
+                let mut cmd = std::process::Command::new(unshare);
+                cmd.args(["--user", "--map-root-user", "--"])
+                    .args(mounts.chain_args())
+                    .args(writer);
+                cmd
+            }
+        };
+        cmd.arg(&target)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        mounts.apply_to(&mut cmd);
         let outcome = cmd.status();
         let written_below = lower.join("written").exists();
         let in_layer = self.written(NAME);
@@ -240,6 +332,12 @@ impl Layers {
             Ok(s) => Err(Unavailable::Mount(format!("the probe ended with {s}"))),
             Err(e) => Err(Unavailable::Mount(e.to_string())),
         }
+    }
+
+    /// Whether a runner without the sandbox gets layers too (the root service's do; the
+    /// per-user service mounts them inside the sandbox's user namespace).
+    pub fn without_sandbox(&self) -> bool {
+        self.mounter == Mounter::Root
     }
 
     fn base(&self, runtime: &str) -> PathBuf {
@@ -276,7 +374,7 @@ impl Layers {
             mounts.push(Overlay {
                 target: CString::new(lower.as_os_str().as_bytes())
                     .map_err(|_| io_at(lower)(io::Error::other("a NUL in the path")))?,
-                options: options(lower, &upper, &work)?,
+                options: options(lower, &upper, &work, &self.mounter)?,
             });
             list.extend_from_slice(lower.as_os_str().as_bytes());
             list.push(b'\n');
@@ -293,7 +391,10 @@ impl Layers {
                 .map_err(io_at(&file))?;
             f.write_all(&list).map_err(io_at(&file))?;
         }
-        Ok(LayerMounts { mounts })
+        Ok(LayerMounts {
+            mounter: self.mounter.clone(),
+            mounts,
+        })
     }
 
     /// Whether `runtime` has layers.
@@ -489,8 +590,8 @@ fn clear_opaque(dir: &Path) {
 /// Why a host gets no layers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unavailable {
-    #[error("the service does not run as root (mounting a layer needs it)")]
-    NotRoot,
+    #[error("`unshare` or `mount` is not installed")]
+    NoTools,
     #[error("the layers' directory could not be set up: {0}")]
     Setup(String),
     #[error("a layer could not be mounted: {0}")]
@@ -500,19 +601,21 @@ pub enum Unavailable {
 impl Unavailable {
     pub fn fix(&self) -> String {
         match self {
-            Unavailable::NotRoot => "install the service for the whole machine (`runner-manager \
-                                     service install --start-at boot`) to keep untrusted jobs' \
-                                     writes off the caches while they run"
+            Unavailable::NoTools => "install util-linux and mount (`sudo apt install util-linux \
+                                     mount`)"
                 .to_owned(),
             Unavailable::Setup(_) => {
                 "check that the runner root is writable by the service".to_owned()
             }
-            Unavailable::Mount(_) => {
-                "load the kernel's overlay module (`modprobe overlay`) and keep \
-                                      CAP_SYS_ADMIN in the service's unit (runner-manager's own \
-                                      unit has it)"
+            Unavailable::Mount(_) if nix::unistd::geteuid().is_root() => {
+                "load the kernel's overlay module (`sudo modprobe overlay`) and keep \
+                 CAP_SYS_ADMIN in the service's unit (runner-manager's own unit has it)"
                     .to_owned()
             }
+            Unavailable::Mount(_) => "load the kernel's overlay module (`sudo modprobe overlay`); \
+                                      as you, an overlay needs Linux 5.11 or later and \
+                                      unprivileged user namespaces (the sandbox needs them too)"
+                .to_owned(),
         }
     }
 }
@@ -566,11 +669,18 @@ impl CacheLayers {
     /// The doctor's check.
     pub fn check(&self) -> HostCheck {
         let (state, detail, fix) = match &*self.state() {
-            State::On(_) => (
+            State::On(l) => (
                 CheckState::Pass,
-                "what a job writes in the shared caches goes to a layer of its own; only a \
-                 trusted job's (the repository's own code, not a pull request) reaches the caches"
-                    .to_owned(),
+                format!(
+                    "what a job writes in the shared caches goes to a layer of its own; only a \
+                     trusted job's (the repository's own code, not a pull request) reaches the \
+                     caches{}",
+                    if l.without_sandbox() {
+                        ""
+                    } else {
+                        " (targets set to run without the sandbox write them directly)"
+                    }
+                ),
                 None,
             ),
             State::Off(e) => (
@@ -678,9 +788,11 @@ mod tests {
     #[test]
     fn paths_the_mount_options_cannot_carry_are_refused() {
         let ok = Path::new("/var/lib/runner-manager/runners/.caches/deps");
-        assert!(options(ok, ok, ok).is_ok());
+        assert!(options(ok, ok, ok, &Mounter::Root).is_ok());
         for bad in ["/a,b", "/a:b", "/a\\b"] {
-            let e = options(Path::new(bad), ok, ok).unwrap_err().to_string();
+            let e = options(Path::new(bad), ok, ok, &Mounter::Root)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("runner root without them"), "{e}");
         }
     }

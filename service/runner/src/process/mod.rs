@@ -382,6 +382,10 @@ impl ProcessHost {
                     gid,
                     docker: spec.docker.as_deref(),
                     resolv_conf: resolv_conf.as_deref(),
+                    layers: req
+                        .layers
+                        .as_ref()
+                        .filter(|l| l.in_chain() && !l.is_empty()),
                 };
                 let (program, args) =
                     crate::sandbox::wrap(&spec.tools, &walls, &listener, &["run"]);

@@ -235,6 +235,9 @@ pub struct Walls<'a> {
     /// host's resolver is on its loopback (systemd-resolved's `127.0.0.53`), which the job's
     /// network namespace cannot reach; pasta relays what is sent to that address to it.
     pub resolv_conf: Option<&'a Path>,
+    /// Cache layers the per-user service mounts inside pasta's user namespace, before bwrap
+    /// ([`crate::caches::layers::LayerMounts::chain_args`]).
+    pub layers: Option<&'a crate::caches::layers::LayerMounts>,
 }
 
 /// The address a job's DNS queries go to when the host's resolver is on its loopback: pasta
@@ -327,6 +330,9 @@ pub fn wrap(
         push(DNS_FORWARD);
     }
     push("--");
+    if let Some(layers) = walls.layers {
+        a.extend(layers.chain_args());
+    }
     a.push(tools.bwrap.clone().into_os_string());
     a.extend(bwrap_args(walls));
     a.push("--".into());
@@ -453,6 +459,7 @@ mod tests {
             gid: 99,
             docker: None,
             resolv_conf: None,
+            layers: None,
         };
         let (program, args) = wrap(&tools, &walls, &runtime.join("bin/x"), &["run"]);
         assert_eq!(program, Path::new("/usr/bin/pasta"));
@@ -569,6 +576,7 @@ mod tests {
             gid: 1,
             docker: None,
             resolv_conf: Some(&file),
+            layers: None,
         };
         let (_, args) = wrap(&tools, &walls, Path::new("/bin/true"), &[]);
         let args: Vec<String> = args

@@ -59,6 +59,7 @@ pub fn probe(
         gid,
         docker: None,
         resolv_conf: None,
+        layers: None,
     };
     let (program, args) = wrap(&tools, &walls, Path::new("/bin/true"), &[]);
     let mut cmd = Command::new(program);
