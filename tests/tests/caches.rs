@@ -403,24 +403,16 @@ async fn a_target_joins_a_shared_namespace_or_turns_its_caches_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forks_job_on_a_runner_that_could_write_the_caches_writes_only_its_own_layer() {
-    if !is_root() {
-        eprintln!("skipped: the system service (root) is the one with cache layers");
-        return;
+    if let Some((gh, d)) = started(Service::System).await {
+        forks_job_on_a_writer(&gh, &d, true).await;
     }
-    let gh = fake_github().await;
-    let d = Daemon::start(&gh).await;
-    forks_job_on_a_writer(&gh, &d, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_the_per_user_service_too_a_forks_job_writes_only_its_own_layer() {
-    if !is_root() {
-        eprintln!("skipped: making the per-user service's developer account needs root");
-        return;
+    if let Some((gh, d)) = started(Service::PerUser).await {
+        forks_job_on_a_writer(&gh, &d, true).await;
     }
-    let gh = fake_github().await;
-    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
-    forks_job_on_a_writer(&gh, &d, true).await;
 }
 
 /// Outside the wall: the per-user service mounts layers inside the sandbox, so a target
@@ -428,13 +420,30 @@ async fn in_the_per_user_service_too_a_forks_job_writes_only_its_own_layer() {
 /// the layered tests assert cannot happen), and the namespace is removed after it instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_layers_a_forks_job_reaches_the_cache_and_the_namespace_is_removed_after() {
+    if let Some((gh, d)) = started(Service::PerUser).await {
+        forks_job_on_a_writer(&gh, &d, false).await;
+    }
+}
+
+/// Where a cache-trust test runs.
+enum Service {
+    System,
+    PerUser,
+}
+
+/// A fake GitHub and the service `which` names; `None` (the test skipped) unless root, which
+/// the system service and making the per-user service's developer account both need.
+async fn started(which: Service) -> Option<(FakeGitHub, Daemon)> {
     if !is_root() {
-        eprintln!("skipped: making the per-user service's developer account needs root");
-        return;
+        eprintln!("skipped: the system service and the per-user service's account need root");
+        return None;
     }
     let gh = fake_github().await;
-    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
-    forks_job_on_a_writer(&gh, &d, false).await;
+    let d = match which {
+        Service::System => Daemon::start(&gh).await,
+        Service::PerUser => Daemon::start_as(&gh, &rm_e2e::dev_user()).await,
+    };
+    Some((gh, d))
 }
 
 /// Signs in and adds `octo/hello`; a target of the per-user service without layers runs
@@ -623,37 +632,25 @@ cat ws-marker > {o}/after.ws 2>/dev/null || echo none > {o}/after.ws"#
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_requests_cache_writes_never_reach_the_default_branchs_jobs() {
-    if !is_root() {
-        eprintln!("skipped: the system service (root) is the one with cache layers");
-        return;
+    if let Some((gh, d)) = started(Service::System).await {
+        pull_request_writes(&gh, &d, true).await;
     }
-    let gh = fake_github().await;
-    let d = Daemon::start(&gh).await;
-    pull_request_writes(&gh, &d, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_the_per_user_service_too_a_pull_requests_cache_writes_are_dropped() {
-    if !is_root() {
-        eprintln!("skipped: making the per-user service's developer account needs root");
-        return;
+    if let Some((gh, d)) = started(Service::PerUser).await {
+        pull_request_writes(&gh, &d, true).await;
     }
-    let gh = fake_github().await;
-    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
-    pull_request_writes(&gh, &d, true).await;
 }
 
 /// Outside the wall: without layers (a target of the per-user service without the sandbox),
 /// a same-repository pull request's writes land in the cache the default branch's jobs read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_layers_a_pull_requests_cache_writes_reach_the_next_job() {
-    if !is_root() {
-        eprintln!("skipped: making the per-user service's developer account needs root");
-        return;
+    if let Some((gh, d)) = started(Service::PerUser).await {
+        pull_request_writes(&gh, &d, false).await;
     }
-    let gh = fake_github().await;
-    let d = Daemon::start_as(&gh, &rm_e2e::dev_user()).await;
-    pull_request_writes(&gh, &d, false).await;
 }
 
 async fn pull_request_writes(gh: &FakeGitHub, d: &Daemon, layered: bool) {

@@ -6,11 +6,27 @@
 
 use rm_runner::caches::layers::Layers;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// A runner root under `base` with one cache in it, as an earlier job left it (`seeded`), and
+/// its layers; `None` (the test skipped) unless root.
+fn as_root_with_a_cache(base: &Path, seeded: bool) -> Option<(Layers, PathBuf, PathBuf)> {
+    if !is_root() {
+        eprintln!("skipped: mounting a layer needs root (CI runs this as root)");
+        return None;
+    }
+    let (root, lower) = (base.join("runners"), base.join("runners/.caches/ns"));
+    fs::create_dir_all(&lower).unwrap();
+    if seeded {
+        seed(&lower);
+    }
+    let layers = Layers::open(&root).expect("this host can build layers");
+    Some((layers, root, lower))
 }
 
 /// A cache as an earlier job left it.
@@ -58,18 +74,10 @@ fn assert_untouched(lower: &Path) {
 
 #[test]
 fn writes_go_to_the_layer_and_reach_the_cache_only_when_committed() {
-    if !is_root() {
-        eprintln!("skipped: mounting a layer needs root (CI runs this as root)");
-        return;
-    }
     let t = tempfile::tempdir().unwrap();
-    let (root, lower) = (
-        t.path().join("runners"),
-        t.path().join("runners/.caches/ns"),
-    );
-    fs::create_dir_all(&lower).unwrap();
-    seed(&lower);
-    let layers = Layers::open(&root).expect("this host can build layers");
+    let Some((layers, root, lower)) = as_root_with_a_cache(t.path(), true) else {
+        return;
+    };
     let out = t.path().join("read-back");
 
     run_job(&layers, "kept", &lower, &out);
@@ -102,18 +110,10 @@ fn writes_go_to_the_layer_and_reach_the_cache_only_when_committed() {
 
 #[test]
 fn a_dropped_layer_leaves_the_cache_as_it_was() {
-    if !is_root() {
-        eprintln!("skipped: mounting a layer needs root (CI runs this as root)");
-        return;
-    }
     let t = tempfile::tempdir().unwrap();
-    let (root, lower) = (
-        t.path().join("runners"),
-        t.path().join("runners/.caches/ns"),
-    );
-    fs::create_dir_all(&lower).unwrap();
-    seed(&lower);
-    let layers = Layers::open(&root).unwrap();
+    let Some((layers, root, lower)) = as_root_with_a_cache(t.path(), true) else {
+        return;
+    };
     run_job(&layers, "dropped", &lower, &t.path().join("read-back"));
     let done = layers.finish("dropped", false).unwrap();
     assert!(done.written && done.moved == 0);
@@ -133,17 +133,10 @@ fn a_dropped_layer_leaves_the_cache_as_it_was() {
 
 #[test]
 fn an_untouched_layer_is_not_written_and_leftovers_are_swept() {
-    if !is_root() {
-        eprintln!("skipped: mounting a layer needs root (CI runs this as root)");
-        return;
-    }
     let t = tempfile::tempdir().unwrap();
-    let (root, lower) = (
-        t.path().join("runners"),
-        t.path().join("runners/.caches/ns"),
-    );
-    fs::create_dir_all(&lower).unwrap();
-    let layers = Layers::open(&root).unwrap();
+    let Some((layers, root, lower)) = as_root_with_a_cache(t.path(), false) else {
+        return;
+    };
     layers
         .prepare("idle", std::slice::from_ref(&lower))
         .unwrap();
