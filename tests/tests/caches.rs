@@ -575,6 +575,16 @@ for i in $(seq 300); do [ -e {o}/looked ] && break; sleep 0.1; done"#
             "nothing was removed: the fork's write never reached the cache"
         );
         assert!(!log.contains("removing that namespace's caches"));
+        let layers = d.data_dir.join("runners/.layers");
+        let left: Vec<_> = std::fs::read_dir(&layers)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "the scrubbed runners' layers are gone: {left:?}"
+        );
     } else {
         until(
             Duration::from_secs(30),

@@ -607,6 +607,8 @@ impl<S: PackageSource> RunnerHost<S> {
                 finish_layers(l, &name, job, ended_all);
             }
             let report = scrub(&path)?;
+            // A runner with layers wrote nothing in the caches (and a retried scrub still
+            // knows it had them): only one without is suspected of the caches' changes.
             if let (Some(caches), Some(rm_core::JobTrust::Untrusted), false) =
                 (&caches, job, layered)
             {
@@ -622,6 +624,11 @@ impl<S: PackageSource> RunnerHost<S> {
                     Ok(r) if !r.removed.is_empty() => tracing::info!(removed = r.removed.len(), cap, "caches pruned to the size cap"),
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "the caches could not be pruned"),
+                }
+            }
+            if let Some(l) = &layers {
+                if let Err(e) = l.forget(name.as_str()) {
+                    tracing::warn!(runtime = %name, error = %e, "what is left of the job's cache layers could not be removed; the next start does");
                 }
             }
             root.remove_sidecar(&name)?;

@@ -47,6 +47,10 @@ pub const LAYERS_DIR: &str = ".layers";
 pub const LAYERS_CHECK: &str = "cache_layers";
 /// Which cache each numbered layer covers, one absolute path per line.
 const LOWERS_FILE: &str = "lowers";
+/// `LOWERS_FILE`'s name once the layers are committed or dropped: the runtime had layers
+/// (so a retried scrub never takes it for a runner that wrote the caches directly) until
+/// [`Layers::forget`].
+const FINISHED_FILE: &str = "finished";
 const UPPER: &str = "upper";
 const WORK: &str = "work";
 /// The marker overlayfs sets on a directory that hides what the lower one held (made again
@@ -322,7 +326,7 @@ impl Layers {
         let outcome = cmd.status();
         let written_below = lower.join("written").exists();
         let in_layer = self.written(NAME);
-        let _ = self.finish(NAME, false);
+        let _ = self.finish(NAME, false).and_then(|_| self.forget(NAME));
         let _ = super::fsutil::remove_any(&lower);
         match outcome {
             Ok(s) if s.success() && !written_below && in_layer => Ok(()),
@@ -397,9 +401,10 @@ impl Layers {
         })
     }
 
-    /// Whether `runtime` has layers.
+    /// Whether `runtime` was given layers (finished or not, until [`Layers::forget`]).
     pub fn has(&self, runtime: &str) -> bool {
-        self.base(runtime).join(LOWERS_FILE).exists()
+        let base = self.base(runtime);
+        base.join(LOWERS_FILE).exists() || base.join(FINISHED_FILE).exists()
     }
 
     /// The caches `runtime`'s layers cover, from its record (`None`: no layers).
@@ -426,25 +431,42 @@ impl Layers {
     }
 
     /// Commits `runtime`'s layers into the caches below them when `keep`, and removes them
-    /// either way. Call only once nothing of the job runs. A commit that fails part way
-    /// leaves the rest of the layer to the next try (what moved stays moved).
+    /// either way; [`Layers::has`] stays true until [`Layers::forget`]. Call only once
+    /// nothing of the job runs. A commit that fails part way leaves the rest of the layer to
+    /// the next try (what moved stays moved). Finishing again does nothing.
     pub fn finish(&self, runtime: &str, keep: bool) -> Result<Finished, CachesError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let base = self.base(runtime);
         let mut done = Finished::default();
-        if let Some(lowers) = self.lowers(runtime) {
-            done.written = self.written(runtime);
-            if keep {
-                for (i, lower) in lowers.iter().enumerate() {
-                    let upper = base.join(i.to_string()).join(UPPER);
-                    if fs::symlink_metadata(lower).is_ok_and(|m| m.is_dir()) && upper.is_dir() {
-                        merge_dir(&upper, lower, &mut done)?;
-                    }
+        let Some(lowers) = self.lowers(runtime) else {
+            // Finished already (a retried scrub), or never prepared in full (a spawn that
+            // failed half way): nothing to keep.
+            if !base.join(FINISHED_FILE).exists() {
+                super::fsutil::remove_any(&base)?;
+            }
+            return Ok(done);
+        };
+        done.written = self.written(runtime);
+        if keep {
+            for (i, lower) in lowers.iter().enumerate() {
+                let upper = base.join(i.to_string()).join(UPPER);
+                if fs::symlink_metadata(lower).is_ok_and(|m| m.is_dir()) && upper.is_dir() {
+                    merge_dir(&upper, lower, &mut done)?;
                 }
             }
         }
-        super::fsutil::remove_any(&base)?;
+        for i in 0..lowers.len() {
+            super::fsutil::remove_any(&base.join(i.to_string()))?;
+        }
+        let (from, to) = (base.join(LOWERS_FILE), base.join(FINISHED_FILE));
+        fs::rename(&from, &to).map_err(io_at(&to))?;
         Ok(done)
+    }
+
+    /// Removes what is left of `runtime`'s layers (the scrub's last step).
+    pub fn forget(&self, runtime: &str) -> Result<(), CachesError> {
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        super::fsutil::remove_any(&self.base(runtime))
     }
 
     /// Drops the layers of runtimes `live` does not name (left by a run of the service that
@@ -459,8 +481,8 @@ impl Layers {
             if live(&name) {
                 continue;
             }
-            match self.finish(&name, false) {
-                Ok(_) => dropped.push(name),
+            match self.finish(&name, false).and_then(|_| self.forget(&name)) {
+                Ok(()) => dropped.push(name),
                 Err(err) => {
                     tracing::warn!(layer = %name, error = %err, "a cache layer left by an earlier run could not be removed")
                 }
