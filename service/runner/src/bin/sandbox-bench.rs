@@ -6,9 +6,11 @@
 //! - cache layers: what one layer over a shared cache adds to that start, as root (mounted
 //!   between fork and exec) or, run as an ordinary user, inside the sandbox's user namespace;
 //!   `RM_BENCH_LAYERS_ONLY=1` stops after it;
-//! - network: download throughput and connection latency from a loopback HTTP server, with
-//!   curl outside vs inside (the server's port forwarded into the job's namespace, the one
-//!   path a sandboxed job has to a host port).
+//! - network: download throughput and connection latency with curl outside vs inside, from
+//!   a loopback server (its port forwarded into the job's namespace: the one host port a job
+//!   reaches) and, as root, from a server on a benchmarking address through pasta's tap path
+//!   (the internet's path), unpaced and paced at 1, 2.5 and 10 Gbit/s links;
+//!   `RM_BENCH_NETWORK_ONLY=1` runs only these rows.
 //!
 //! - priority: a foreground loop's wake-up lateness (1 ms sleeps, p50/p99) idle, beside a
 //!   CPU + memory hog (one busy process per core, each touching 256 MiB) at normal priority,
@@ -100,12 +102,14 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[i]
 }
 
-/// A loopback HTTP server that answers every request with `bytes` zero bytes.
-fn serve(bytes: usize) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+/// An HTTP server on `addr` that answers every request with `bytes` zero bytes, at most
+/// `rate` bytes per second when given (a link of that speed, paced by the sender as a
+/// server behind it would be).
+fn serve(addr: &str, bytes: usize, rate: Option<f64>) -> u16 {
+    let listener = TcpListener::bind((addr, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        let chunk = vec![0u8; 1 << 20];
+        let chunk = vec![0u8; if rate.is_some() { 64 << 10 } else { 1 << 20 }];
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { continue };
             std::thread::spawn({
@@ -119,19 +123,121 @@ fn serve(bytes: usize) -> u16 {
                     if s.write_all(head.as_bytes()).is_err() {
                         return;
                     }
-                    let mut left = bytes;
+                    let (start, mut left) = (Instant::now(), bytes);
                     while left > 0 {
                         let n = left.min(chunk.len());
                         if s.write_all(&chunk[..n]).is_err() {
                             return;
                         }
                         left -= n;
+                        if let Some(rate) = rate {
+                            let due = Duration::from_secs_f64((bytes - left) as f64 / rate);
+                            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                                std::thread::sleep(wait);
+                            }
+                        }
                     }
                 }
             });
         }
     });
     port
+}
+
+/// An address of this host that is neither loopback nor the outbound interface's, so a
+/// sandboxed job reaches it the way it reaches the internet: through pasta's tap path (its
+/// own TCP stack and a host socket), not the loopback port relay. 198.18.0.0/15 is set aside
+/// for benchmarks (RFC 2544). Added to `lo` as a /32 for the run and removed after; needs root.
+struct TapAddress;
+
+impl TapAddress {
+    const ADDR: &'static str = "198.18.7.1";
+
+    fn add() -> Option<TapAddress> {
+        if !nix::unistd::geteuid().is_root() {
+            return None;
+        }
+        let ip = |verb: &str| {
+            Command::new("ip")
+                .args(["addr", verb, &format!("{}/32", Self::ADDR), "dev", "lo"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        ip("add").then_some(TapAddress)
+    }
+}
+
+impl Drop for TapAddress {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["addr", "del", &format!("{}/32", Self::ADDR), "dev", "lo"])
+            .status();
+    }
+}
+
+/// Downloads of `mib` MiB from `url` outside and inside the walls, interleaved, median of
+/// `rounds`; prints one line.
+fn download(what: &str, url: &str, config: &SandboxConfig, mib: usize, rounds: usize) {
+    let (mut out_bps, mut in_bps, mut out_conn, mut in_conn) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (b, c) = curl(url, None);
+        out_bps.push(b);
+        out_conn.push(c * 1e3);
+        let (b, c) = curl(url, Some(config));
+        in_bps.push(b);
+        in_conn.push(c * 1e3);
+    }
+    let (ob, ib) = (percentile(&mut out_bps, 0.5), percentile(&mut in_bps, 0.5));
+    let (oc, ic) = (
+        percentile(&mut out_conn, 0.5),
+        percentile(&mut in_conn, 0.5),
+    );
+    println!(
+        "download of {mib} MiB, {what}, median of {rounds}: outside {:.0} MiB/s, inside {:.0} MiB/s ({:.0} % of the host's); connect outside {oc:.2} ms, inside {ic:.2} ms",
+        ob / 1048576.0,
+        ib / 1048576.0,
+        ib / ob * 100.0
+    );
+}
+
+/// The network rows: the loopback relay (the one host port a job reaches: the GitHub URL
+/// when GitHub is on this host), then, as root, the tap path every other address takes, from
+/// an unpaced server (the stack's ceiling) and from servers paced at a workstation's link
+/// speeds (what the wall costs on such a link).
+fn network(mib: usize) {
+    let rounds = 5;
+    let port = serve("127.0.0.1", mib << 20, None);
+    let relay = SandboxConfig {
+        forward_tcp: vec![port],
+        ..SandboxConfig::default()
+    };
+    download(
+        "loopback port relay",
+        &format!("http://127.0.0.1:{port}/"),
+        &relay,
+        mib,
+        rounds,
+    );
+    let Some(_address) = TapAddress::add() else {
+        println!(
+            "tap path: not measured (run as root: it adds {} to lo for the run)",
+            TapAddress::ADDR
+        );
+        return;
+    };
+    let config = SandboxConfig::default();
+    for (what, rate) in [
+        ("tap path, unpaced", None),
+        ("tap path, a 1 Gbit/s link", Some(1e9 / 8.0)),
+        ("tap path, a 2.5 Gbit/s link", Some(2.5e9 / 8.0)),
+        ("tap path, a 10 Gbit/s link", Some(10e9 / 8.0)),
+    ] {
+        let port = serve(TapAddress::ADDR, mib << 20, rate);
+        let url = format!("http://{}:{port}/", TapAddress::ADDR);
+        download(what, &url, &config, mib, rounds);
+    }
 }
 
 /// curl's own figures: (bytes per second, seconds to connect).
@@ -265,6 +371,10 @@ fn main() {
     let runs: usize = args.next().map_or(40, |a| a.parse().expect("RUNS"));
     let mib: usize = args.next().map_or(256, |a| a.parse().expect("MIB"));
 
+    if std::env::var_os("RM_BENCH_NETWORK_ONLY").is_some() {
+        network(mib);
+        return;
+    }
     let config = SandboxConfig::default();
     let (mut plain, mut walled) = (Vec::new(), Vec::new());
     for _ in 0..runs {
@@ -298,34 +408,7 @@ fn main() {
     let (p90, s90) = (percentile(&mut plain, 0.9), percentile(&mut walled, 0.9));
     println!("whole run of /bin/true, teardown included, over {runs} runs each (ms): plain p50 {p50:.1} p90 {p90:.1}; sandboxed p50 {s50:.1} p90 {s90:.1}; added p50 {:.1}", s50 - p50);
 
-    let port = serve(mib << 20);
-    let url = format!("http://127.0.0.1:{port}/");
-    let config = SandboxConfig {
-        forward_tcp: vec![port],
-        ..SandboxConfig::default()
-    };
-    let rounds = 5;
-    let (mut out_bps, mut in_bps, mut out_conn, mut in_conn) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let (b, c) = curl(&url, None);
-        out_bps.push(b);
-        out_conn.push(c * 1e3);
-        let (b, c) = curl(&url, Some(&config));
-        in_bps.push(b);
-        in_conn.push(c * 1e3);
-    }
-    let (ob, ib) = (percentile(&mut out_bps, 0.5), percentile(&mut in_bps, 0.5));
-    let (oc, ic) = (
-        percentile(&mut out_conn, 0.5),
-        percentile(&mut in_conn, 0.5),
-    );
-    println!(
-        "download of {mib} MiB, median of {rounds}: outside {:.0} MiB/s, inside {:.0} MiB/s ({:.0} % of the host's); connect outside {oc:.2} ms, inside {ic:.2} ms",
-        ob / 1048576.0,
-        ib / 1048576.0,
-        ib / ob * 100.0
-    );
+    network(mib);
 
     let idle = wakeup_lateness();
     let plain = {
