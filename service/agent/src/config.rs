@@ -1,7 +1,6 @@
 //! Tunables of the loop, with the reference system's values as defaults.
 
 use rm_core::{Arch, LaunchBackoff, Os, Timeouts};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, Mutex, Semaphore};
@@ -151,8 +150,6 @@ pub struct HostShared {
     pub allocation_lock: Arc<Mutex<()>>,
     pub preparations: Arc<Semaphore>,
     pub events: broadcast::Sender<AgentEvent>,
-    /// Launching paused host-wide by the operator: passes still supervise, start nothing.
-    pub launching_paused: Arc<AtomicBool>,
     /// The host checks' last result: an unfit host launches nothing.
     pub fitness: Arc<HostFitness>,
 }
@@ -165,22 +162,8 @@ impl HostShared {
             allocation_lock: Arc::new(Mutex::new(())),
             preparations: Arc::new(Semaphore::new(max_preparations.max(1))),
             events,
-            launching_paused: Arc::new(AtomicBool::new(false)),
             fitness: Arc::new(HostFitness::default()),
         }
-    }
-
-    /// Stops every loop sharing this from starting runners (supervision goes on).
-    pub fn pause_launching(&self) {
-        self.launching_paused.store(true, Ordering::SeqCst);
-    }
-
-    pub fn resume_launching(&self) {
-        self.launching_paused.store(false, Ordering::SeqCst);
-    }
-
-    pub fn is_launching_paused(&self) -> bool {
-        self.launching_paused.load(Ordering::SeqCst)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {

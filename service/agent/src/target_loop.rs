@@ -237,7 +237,7 @@ where
             self.follow_operator_intent(counts).await;
         }
         let mut launched = 0;
-        let launching = !self.draining.load(Ordering::SeqCst) && !self.shared.is_launching_paused();
+        let launching = !self.draining.load(Ordering::SeqCst);
         match (launching, &counts) {
             (true, Some(counts)) => {
                 let (reached, started) = self.allocate_and_launch(counts, total_known).await;

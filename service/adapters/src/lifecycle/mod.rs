@@ -334,21 +334,6 @@ impl<S: PackageSource + 'static, J: JournalPort + Clone> Lifecycle<S, J> {
         }
     }
 
-    /// Stops starting runners host-wide; supervision, conclusion and cleanup go on.
-    pub fn pause(&self) {
-        self.shared.pause_launching();
-    }
-
-    /// Starts runners again, with a pass of every loop now.
-    pub fn resume(&self) {
-        self.shared.resume_launching();
-        self.wake_all();
-    }
-
-    pub fn is_paused(&self) -> bool {
-        self.shared.is_launching_paused()
-    }
-
     /// The hook's settle; returns whether it has work left.
     async fn settle_hook(&self) -> HookReport {
         match &self.hook {

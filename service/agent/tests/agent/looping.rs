@@ -295,22 +295,6 @@ async fn a_retired_target_whose_directory_is_not_removed_yet_ends_only_once_it_i
     assert!(h.journal.attempt(a.id()).is_cleaned());
 }
 
-#[tokio::test]
-async fn paused_launching_supervises_but_starts_nothing_until_resumed() {
-    let h = Harness::new();
-    h.github.set_jobs(1);
-    let lp = h.make_loop(target());
-    h.shared.pause_launching();
-    let report = lp.pass().await;
-    assert_eq!(report.launched, 0);
-    assert_eq!(h.github.jit_calls(), 0);
-    h.shared.resume_launching();
-    let report = lp.pass().await;
-    assert_eq!(report.launched, 1);
-    assert_eq!(report.active_owned, 1);
-    assert_eq!(h.journal.active(), 1);
-}
-
 /// (uncleaned-attempt reads, host-capacity reads) so far.
 fn reads(h: &Harness) -> (u32, u32) {
     let st = h.journal.state.lock().unwrap();

@@ -224,7 +224,8 @@ pub struct Admission {
     rule_hold: Mutex<Option<RuleHold>>,
     /// What running runners are still expected to grow to (bytes), from the meter.
     reserved: AtomicU64,
-    /// Each policy's typical peak (none: no history yet).
+    /// Each policy's typical peak (none: no history yet): the journal's figure, read at start
+    /// and after each metered attempt by the meter. The one copy: status reads it here.
     typical: Mutex<HashMap<PolicyId, u64>>,
     /// Targets' own settings over the host's (`repo set --memory-admission …`).
     own: Mutex<HashMap<PolicyId, PolicyAdmission>>,
@@ -267,6 +268,15 @@ impl Admission {
 
     pub fn set_reserved(&self, bytes: u64) {
         self.reserved.store(bytes, Ordering::SeqCst);
+    }
+
+    /// What a runner of `policy` typically peaks at (none before its first metered job).
+    pub fn typical_peak(&self, policy: PolicyId) -> Option<u64> {
+        self.typical
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&policy)
+            .copied()
     }
 
     /// `policy`'s typical peak (`None`: no history).

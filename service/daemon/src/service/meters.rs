@@ -86,9 +86,6 @@ pub struct Meters {
     entries: Mutex<BTreeMap<String, Entry>>,
     /// Wakes the sampler (a runner event: a process may have started).
     wake: Notify,
-    /// Each policy's typical peak (`rm_journal::Journal::typical_peak`), read at start and
-    /// after each journalled attempt.
-    typical: Mutex<BTreeMap<PolicyId, u64>>,
     /// `true` once the platform cannot meter (logged once, then the sampler stops).
     unsupported: std::sync::atomic::AtomicBool,
     /// Where jobs run in cgroups of their own, each attempt's cgroup counts too.
@@ -111,24 +108,6 @@ impl Meters {
     /// A runner event happened: a runner may have started.
     pub fn poke(&self) {
         self.wake.notify_one();
-    }
-
-    /// What a runner of this policy typically peaks at (none before its first metered job).
-    pub fn typical_peak(&self, policy: PolicyId) -> Option<u64> {
-        self.typical
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&policy)
-            .copied()
-    }
-
-    /// Records a policy's typical peak (`None`: no history).
-    fn set_typical(&self, policy: PolicyId, peak: Option<u64>) {
-        let mut typical = self.typical.lock().unwrap_or_else(PoisonError::into_inner);
-        match peak {
-            Some(p) => typical.insert(policy, p),
-            None => typical.remove(&policy),
-        };
     }
 
     /// What the attempts holding a slot are still expected to grow to: per attempt, the peak
@@ -321,7 +300,6 @@ async fn record(daemon: &Daemon, e: Ended) {
         .await;
     match recorded {
         Ok(peak) => {
-            daemon.meters.set_typical(policy, peak);
             daemon.admission.set_typical(policy, peak);
             // The new figure is news for the watchers (the dashboard shows it per target).
             daemon.publish_status().await;
@@ -347,7 +325,6 @@ async fn load_typical(daemon: &Daemon) {
     match read {
         Ok(peaks) => {
             for (policy, peak) in peaks {
-                daemon.meters.set_typical(policy, peak);
                 daemon.admission.set_typical(policy, peak);
             }
         }

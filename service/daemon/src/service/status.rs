@@ -72,7 +72,7 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
         demand: daemon.demand.of(policy.id().get()),
         active_runners: active,
         problem: daemon.launch.problem(policy),
-        typical_peak_rss_bytes: daemon.meters.typical_peak(policy.id()),
+        typical_peak_rss_bytes: daemon.admission.typical_peak(policy.id()),
         admission: daemon
             .admission
             .own(policy.id())
