@@ -81,6 +81,16 @@ impl From<ExitCode> for std::process::ExitCode {
     }
 }
 
+impl From<rm_engine::host_row::HostRowError> for Failure {
+    fn from(e: rm_engine::host_row::HostRowError) -> Failure {
+        use rm_engine::host_row::HostRowError;
+        match e {
+            HostRowError::Unsupported(_) => Failure::new(ExitCode::Unsupported, e.to_string()),
+            HostRowError::Internal(m) => Failure::internal(m),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,16 +1,18 @@
 //! `runner-manager`: the service's composition root and command line.
 //!
-//! [`service`] is `daemon run` (loops, local API handler, credential, drains, upgrade
+//! [`run`] is `daemon run`: it composes the running service (`rm_engine`) with the OS (the
+//! local API's socket and handler, the credential store, the updater, signals, the upgrade
 //! hand-over); the rest are its parts (credential store, single-instance lock, upgrade
 //! detection, service-manager install) and the CLI, which talks to the running service
 //! through the local API.
 
+mod api;
 pub mod cli;
 pub mod exit;
-pub mod local_time;
+pub use rm_engine::local_time;
 pub mod lock;
 pub mod paths;
-pub mod service;
+pub mod run;
 pub mod service_install;
 pub mod store;
 pub mod update;

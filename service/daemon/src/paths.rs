@@ -122,6 +122,18 @@ pub fn create_data_dir(data_dir: &Path) -> std::io::Result<()> {
     rm_runner::passable_dirs::create(data_dir)
 }
 
+/// The runner host settings of a data directory: runners under `<data>/runners` from the
+/// package cache `<data>/cache`, run per attempt under their own uid when the service is root,
+/// else as the service user. (`daemon run` also makes sure the runner account exists.)
+pub fn runner_host_config(data_dir: &Path) -> rm_runner::RunnerHostConfig {
+    let mut config =
+        rm_runner::RunnerHostConfig::new(data_dir.join("cache"), default_runner_root(data_dir));
+    if !is_privileged() {
+        config.run_as = rm_runner::RunAs::ServiceUser;
+    }
+    config
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

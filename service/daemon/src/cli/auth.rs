@@ -43,7 +43,7 @@ fn check_flags(options: &LoginOptions, service: Option<&GitHubEndpoints>) -> Res
         // starting says so.
         return Ok(());
     };
-    let config = options.data_dir.join(crate::service::CONFIG_FILE);
+    let config = options.data_dir.join(crate::run::CONFIG_FILE);
     let change = |what: &str, wanted: &str, actual: &str| {
         Failure::usage(format!(
             "{what} {wanted} differs from the service's ({actual}): the service signs in \

@@ -16,14 +16,12 @@ use serde::Serialize;
 
 use crate::exit::{ExitCode, Failure};
 use crate::paths;
-use crate::service::doctor::{
-    host_settings, local_checks, wire, GITHUB_CREDENTIAL, GITHUB_REACHABLE,
-};
-use crate::service::host_row::machine_host;
-use crate::service::AdmissionConfig;
+use crate::run::AdmissionConfig;
+use rm_engine::doctor::{local_checks, wire, GITHUB_CREDENTIAL, GITHUB_REACHABLE};
+use rm_engine::host_row::machine_host;
 
 /// The most runners a host or a policy may be given (the service's own limit).
-pub use crate::service::MAX_CAPACITY;
+pub use crate::run::MAX_CAPACITY;
 
 /// How many runners a new policy may start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,7 +256,7 @@ impl JournalBackend {
                 ),
             ));
         }
-        let checks = local_checks(&host_settings(&self.data_dir), capacity);
+        let checks = local_checks(&crate::paths::runner_host_config(&self.data_dir), capacity);
         let sandboxes = self.journal.policy_sandboxes().map_err(journal_failure)?;
         let sandbox = sandboxes
             .iter()
@@ -284,11 +282,13 @@ impl JournalBackend {
     /// `host doctor --offline`: the checks that need no service; GitHub is not asked.
     pub fn doctor(&mut self) -> Result<rm_proto::DoctorReport, Failure> {
         let (host, _) = self.ensure_host()?;
-        let mut checks: Vec<rm_proto::HostCheck> =
-            local_checks(&host_settings(&self.data_dir), host.capacity)
-                .iter()
-                .map(wire)
-                .collect();
+        let mut checks: Vec<rm_proto::HostCheck> = local_checks(
+            &crate::paths::runner_host_config(&self.data_dir),
+            host.capacity,
+        )
+        .iter()
+        .map(wire)
+        .collect();
         for id in [GITHUB_REACHABLE, GITHUB_CREDENTIAL] {
             checks.push(rm_proto::HostCheck {
                 id: id.into(),

@@ -1,4 +1,4 @@
-//! `runner-manager daemon run`: its flags, and the hand-off to [`crate::service::run`].
+//! `runner-manager daemon run`: its flags, and the hand-off to [`crate::run::run`].
 //! The socket is the global `--socket` (the CLI's commands use the same default).
 
 use std::path::Path;
@@ -8,8 +8,8 @@ use clap::Args;
 
 use crate::exit::Failure;
 use crate::paths::StartMode;
-use crate::service::host_settings::{self, MAX_MEMORY_MB};
-use crate::service::{Options, QuietHours, StoreKind};
+use crate::run::{Options, QuietHours, StoreKind};
+use rm_engine::host_settings::{self, MAX_MEMORY_MB};
 
 /// The flags of `daemon run`.
 #[derive(Debug, Args)]
@@ -35,7 +35,7 @@ pub struct RunArgs {
     #[arg(long = "operator", value_name = "USER")]
     pub operators: Vec<String>,
     /// Members of this group may operate the service too (root service only).
-    #[arg(long, value_name = "GROUP", default_value = crate::service::operators::OPERATORS_GROUP)]
+    #[arg(long, value_name = "GROUP", default_value = rm_engine::operators::OPERATORS_GROUP)]
     pub operator_group: String,
     /// On SIGTERM/SIGINT, stop waiting for running jobs after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
@@ -288,7 +288,7 @@ pub(super) fn run(data_dir: &Path, socket: &Path, args: RunArgs) -> Result<(), F
         // Refused here already in release builds, with the fix.
         crate::update::verify::TrustedKey::from_file(key).map_err(Failure::usage)?;
     }
-    crate::service::run(options)
+    crate::run::run(options)
 }
 
 pub(super) fn init_logging() {

@@ -24,10 +24,10 @@ use rm_core::{Label, ProfileName, Target};
 use crate::exit::{ExitCode, Failure};
 use crate::lock::{InstanceLock, LockError};
 use crate::paths::{self, StartMode};
-use crate::service::host_settings::MAX_MEMORY_MB;
 use crate::service_install::Systemd;
 use backend::{AddTarget, Backend, Capacity, JournalBackend, UpdateTarget, MAX_CAPACITY};
 use backend_api::ApiBackend;
+use rm_engine::host_settings::MAX_MEMORY_MB;
 
 /// Autoscale ephemeral GitHub Actions runners on this machine.
 #[derive(Debug, Parser)]
@@ -454,7 +454,7 @@ pub enum HostCommand {
         max_load: Option<daemon::OrOff<f64>>,
         /// Wait in these local hours, e.g. 22:00-07:00; `off`: none.
         #[arg(long, value_name = "HH:MM-HH:MM|off", value_parser = daemon::quiet_hours_arg)]
-        quiet_hours: Option<daemon::OrOff<crate::service::QuietHours>>,
+        quiet_hours: Option<daemon::OrOff<crate::run::QuietHours>>,
         /// Only use idle time: wait while someone is active at the session.
         #[arg(long, value_enum, value_name = "on|off")]
         idle_only: Option<daemon::OnOff>,

@@ -15,14 +15,7 @@ use crate::paths::{StartMode, CREDENTIAL_FILE};
 
 pub use rm_credstore::{KEYRING_ACCOUNT, KEYRING_SERVICE};
 
-/// A credential store the service owns: load/save from [`CredentialStore`], plus removal
-/// (sign-out) and a description for status output that never includes the secret.
-pub trait ServiceStore: CredentialStore {
-    /// Remove the stored credential. Removing an absent credential is not an error.
-    fn delete(&self) -> Result<(), StoreError>;
-    /// Where the credential lives, for status output and error messages.
-    fn describe(&self) -> String;
-}
+pub use rm_engine::ServiceStore;
 
 /// One of `rm-credstore`'s stores seen through the GitHub client's port.
 #[derive(Debug)]

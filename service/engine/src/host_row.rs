@@ -1,8 +1,7 @@
 //! The host row: created on first use from the machine's name, OS, architecture and CPUs. The
 //! service creates it on its first start; the CLI's direct-journal backend uses the same code.
 
-use crate::exit::{ExitCode, Failure};
-use crate::service::MAX_CAPACITY;
+use crate::MAX_CAPACITY;
 use rm_core::{Arch, Host, HostId, HostLabel, Os};
 use rm_journal::Journal;
 
@@ -58,7 +57,7 @@ pub(crate) fn machine_name() -> String {
 }
 
 /// A stable id: the OS machine id where there is one, else the label and the creation time.
-fn machine_host_id(label: &HostLabel) -> Result<HostId, Failure> {
+fn machine_host_id(label: &HostLabel) -> Result<HostId, HostRowError> {
     let from_machine_id = std::fs::read_to_string("/etc/machine-id")
         .ok()
         .and_then(|s| HostId::new(s.trim()).ok());
@@ -69,18 +68,26 @@ fn machine_host_id(label: &HostLabel) -> Result<HostId, Failure> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    HostId::new(format!("{label}-{nanos:x}")).map_err(|e| Failure::internal(e.to_string()))
+    HostId::new(format!("{label}-{nanos:x}")).map_err(|e| HostRowError::Internal(e.to_string()))
 }
 
-fn unsupported(what: &str) -> Failure {
-    Failure::new(
-        ExitCode::Unsupported,
-        format!("GitHub's runner does not support {what}"),
-    )
+/// Why the host row could not be had. The CLI maps these to its exit codes.
+#[derive(Debug, thiserror::Error)]
+pub enum HostRowError {
+    /// GitHub's runner does not run on this machine's OS or architecture.
+    #[error("GitHub's runner does not support {0}")]
+    Unsupported(String),
+    /// The journal could not be read or written, or the id could not be made.
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn unsupported(what: &str) -> HostRowError {
+    HostRowError::Unsupported(what.to_owned())
 }
 
 /// This machine as a new host row.
-pub fn machine_host() -> Result<Host, Failure> {
+pub fn machine_host() -> Result<Host, HostRowError> {
     let os = Os::from_std(std::env::consts::OS).ok_or_else(|| unsupported(std::env::consts::OS))?;
     let arch = Arch::from_std(std::env::consts::ARCH)
         .ok_or_else(|| unsupported(std::env::consts::ARCH))?;
@@ -95,17 +102,17 @@ pub fn machine_host() -> Result<Host, Failure> {
 }
 
 /// The stored host row, created first if missing.
-pub fn ensure_host(journal: &mut Journal) -> Result<Host, Failure> {
+pub fn ensure_host(journal: &mut Journal) -> Result<Host, HostRowError> {
     let stored = journal
         .get_host()
-        .map_err(|e| Failure::internal(e.to_string()))?;
+        .map_err(|e| HostRowError::Internal(e.to_string()))?;
     if let Some(rec) = stored {
         return Ok(rec.host);
     }
     let host = machine_host()?;
     journal
         .put_host(&host, None)
-        .map_err(|e| Failure::internal(e.to_string()))?;
+        .map_err(|e| HostRowError::Internal(e.to_string()))?;
     Ok(host)
 }
 

@@ -10,7 +10,7 @@
 //! the latest, so retries are bounded by the code's lifetime (15 minutes on github.com).
 
 use super::{millis_after, secs, words, Inner};
-use crate::service::credential::{self, AskGitHub};
+use crate::credential::{self, AskGitHub};
 use rm_github::{Backoff, DeviceCode, DeviceFlow, DeviceFlowError, PollOutcome};
 use rm_proto::SignInState;
 use std::sync::Arc;

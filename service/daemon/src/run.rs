@@ -12,40 +12,12 @@
 //! launching and waits **without** a deadline until the journal counts no active runner, then
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
-mod admission;
-mod api;
-mod auth_watch;
-mod contact;
-mod credential;
-mod demand_view;
-pub mod doctor;
-mod events;
-mod failure_log;
-mod fleet;
-mod gate;
-mod health_watch;
-pub(crate) mod host_row;
-pub(crate) mod host_settings;
-mod launch_health;
-mod left_registrations;
-mod meters;
-pub mod operators;
-mod pool_link;
-mod removals;
-mod runner_events;
-mod sandbox;
-mod sign_in;
-mod state;
-mod status;
-mod system_bus;
-mod watchers;
-mod why;
-mod workstation;
+use rm_engine::{
+    admission, auth_watch, doctor, events, fleet, gate, health_watch, host_row, meters, operators,
+    pool_link, removals, sandbox, sign_in, state, watchers, workstation,
+};
 
-pub use admission::AdmissionConfig;
-pub use api::MAX_CAPACITY;
-pub use failure_log::fix_for;
-pub use workstation::{QuietHours, Rules};
+pub use rm_engine::{fix_for, AdmissionConfig, QuietHours, Rules, MAX_CAPACITY};
 
 use crate::exit::{ExitCode, Failure};
 use crate::lock::InstanceLock;
@@ -250,7 +222,7 @@ fn host_config(data_dir: &Path) -> Result<rm_runner::RunnerHostConfig, Failure> 
             ))
         })?;
     }
-    Ok(doctor::host_settings(data_dir))
+    Ok(paths::runner_host_config(data_dir))
 }
 
 /// How the daemon ended.
@@ -363,9 +335,12 @@ async fn serve(
     let update_options = updater_options(&options)?;
     let mut journal = rm_journal::Journal::open(paths::journal_path(&options.data_dir))
         .map_err(|e| Failure::internal(format!("the journal cannot be opened: {e}")))?;
-    let host = host_row::ensure_host(&mut journal).map_err(|e| Failure {
-        message: format!("the host row cannot be written: {}", e.message),
-        ..e
+    let host = host_row::ensure_host(&mut journal).map_err(|e| {
+        let e = Failure::from(e);
+        Failure {
+            message: format!("the host row cannot be written: {}", e.message),
+            ..e
+        }
     })?;
     let paused = journal
         .meta_get(state::meta::PAUSED)
@@ -565,7 +540,7 @@ async fn serve(
     let (api_stop_tx, mut api_stop_rx) = watch::channel(false);
     let api = tokio::spawn(rm_proto::serve_until(
         listener,
-        api::Api {
+        crate::api::Api {
             access: access.clone(),
             daemon: Arc::clone(&daemon),
             updater: Arc::clone(&updater),

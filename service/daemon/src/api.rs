@@ -2,15 +2,15 @@
 //! (compare-and-set), the loops are woken, and their next pass (which re-reads the policies)
 //! carries it out.
 
-use super::auth_watch::publish_auth;
-use super::credential::{self, AskGitHub};
-use super::sign_in::SignIns;
-use super::state::{meta, Daemon};
-use super::status::{self, journal_error};
 use rm_core::{
     Label, LabelSet, Policy, PolicyId, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
     WorkspaceMode,
 };
+use rm_engine::auth_watch::publish_auth;
+use rm_engine::credential::{self, AskGitHub};
+use rm_engine::sign_in::SignIns;
+use rm_engine::state::{meta, Daemon};
+use rm_engine::status::{self, journal_error};
 use rm_proto::{
     ApiError, CredentialPut, DoctorReport, EnvVar, Handler, HostAdmission, HostAdmissionChange,
     HostCapacity, HostEnv, HostEnvChange, HostStatus, PauseState, Peer, SignInSession, SignInStart,
@@ -19,8 +19,7 @@ use rm_proto::{
 use secrecy::SecretString;
 use std::sync::Arc;
 
-/// The most runners a host or a policy may be given (catches a typo's extra zero).
-pub const MAX_CAPACITY: u32 = 256;
+pub use rm_engine::MAX_CAPACITY;
 
 #[derive(Clone)]
 pub struct Api {
@@ -88,7 +87,7 @@ fn own_cache(c: rm_proto::TargetCache) -> Result<rm_core::caches::CacheSetting, 
 }
 
 /// What the caches hold, as answered.
-fn caches_report(daemon: &super::state::Daemon) -> rm_proto::CachesReport {
+fn caches_report(daemon: &rm_engine::state::Daemon) -> rm_proto::CachesReport {
     let settings = &daemon.caches;
     let (root, entries) = match settings.caches() {
         Some(c) => {
@@ -842,7 +841,7 @@ impl Handler for Api {
             .map(|l| (l.target().clone(), l.policies(), l.last_pass()))
             .collect();
         let now = rm_core::Timestamp::from_millis(chrono::Utc::now().timestamp_millis());
-        Ok(super::why::report(&self.daemon, passes, now))
+        Ok(rm_engine::why::report(&self.daemon, passes, now))
     }
 
     async fn pause(&self, peer: Peer) -> Result<PauseState, ApiError> {

@@ -11,8 +11,7 @@ use super::state::Daemon;
 use rm_core::{CheckState, HostCheck};
 use rm_github::{AuthState, GitHubError};
 use rm_proto::{DoctorReport, UnixMillis};
-use rm_runner::{Platform, RunAs, RunnerHostConfig};
-use std::path::Path;
+use rm_runner::{Platform, RunnerHostConfig};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -22,20 +21,6 @@ pub const GITHUB_CREDENTIAL: &str = "github_credential";
 
 /// How long asking GitHub may take before the doctor reports it unreachable.
 const PROBE_DEADLINE: Duration = Duration::from_secs(15);
-
-/// The runner host settings of a data directory: runners under `<data>/runners` from the
-/// package cache `<data>/cache`, run per attempt under their own uid when the service is root,
-/// else as the service user. (`daemon run` also makes sure the runner account exists.)
-pub fn host_settings(data_dir: &Path) -> RunnerHostConfig {
-    let mut config = RunnerHostConfig::new(
-        data_dir.join("cache"),
-        crate::paths::default_runner_root(data_dir),
-    );
-    if !crate::paths::is_privileged() {
-        config.run_as = RunAs::ServiceUser;
-    }
-    config
-}
 
 /// The checks that need no service: the runner checks and the capacity advice (blocking).
 pub fn local_checks(config: &RunnerHostConfig, capacity: u32) -> Vec<HostCheck> {

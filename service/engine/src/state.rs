@@ -14,7 +14,7 @@ use super::launch_health::LaunchProblems;
 use super::meters::Meters;
 use super::removals::Removals;
 use super::watchers::Watchers;
-use crate::store::ServiceStore;
+use crate::service_store::ServiceStore;
 use rm_adapters::JournalAdapter;
 use rm_github::GitHubClient;
 use rm_proto::WatchMessage;
