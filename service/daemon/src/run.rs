@@ -13,8 +13,8 @@
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
 use rm_engine::{
-    admission, auth_watch, doctor, events, fleet, gate, health_watch, host_row, meters, operators,
-    pool_link, removals, sandbox, sign_in, state, watchers, workstation,
+    admission, doctor, gate, host_row, operators, pool_link, removals, sandbox, state, watchers,
+    workstation, Engine, Loops, Stored,
 };
 
 pub use rm_engine::{fix_for, AdmissionConfig, QuietHours, Rules, MAX_CAPACITY};
@@ -25,7 +25,7 @@ use crate::paths::{self, StartMode};
 use crate::store::{self, ServiceStore};
 use crate::update::{self, stage::Staged, swap, UpdaterOptions};
 use crate::upgrade::{Check, UpgradeWatcher};
-use gate::{Gate, GatedJournal};
+use gate::Gate;
 use rm_adapters::JournalAdapter;
 use rm_agent::AgentConfig;
 use rm_github::{ClientConfig, CredentialStore, Endpoints, GitHubClient, StoreError};
@@ -342,70 +342,21 @@ async fn serve(
             ..e
         }
     })?;
-    let paused = journal
-        .meta_get(state::meta::PAUSED)
-        .ok()
-        .flatten()
-        .is_some_and(|v| v == "1");
+    let stored = Stored::load(&mut journal);
     let admission_config = admission_settings(&mut journal, &options.admission)?;
-    // The targets' own admission settings (a damaged row is logged and the host's apply).
-    let own_admission = journal.policy_admissions().unwrap_or_else(|error| {
-        tracing::warn!(%error, "the targets' own admission settings are unreadable: the host's apply until `repo set --memory-admission …` stores new ones");
-        Vec::new()
-    });
-    // The runner environment (a damaged row is logged, by name only, and none is given).
-    let runner_env = rm_runner::RunnerEnv::default();
-    match journal.runner_env() {
-        Ok(vars) => {
-            tracing::info!(names = ?vars.keys().collect::<Vec<_>>(), "runner environment");
-            runner_env.set(vars);
-        }
-        Err(error) => {
-            tracing::warn!(%error, "the runner environment is unreadable: runners get none until `runner-manager host env` fixes it");
-        }
-    }
-    // The caches' settings (a damaged row is logged and the defaults apply).
-    let cache_settings = rm_runner::CacheSettings::default();
-    match journal.host_cache_settings() {
-        Ok(h) => {
-            cache_settings.set_cap_bytes(h.cap_bytes);
-            cache_settings.set_tool_cache(h.tool_cache);
-        }
-        Err(error) => {
-            tracing::warn!(%error, "the cache settings are unreadable: the defaults apply until `runner-manager host set-cache-size` stores new ones");
-        }
-    }
-    match journal.policy_caches() {
-        Ok(own) => cache_settings.set_policies(own),
-        Err(error) => {
-            tracing::warn!(%error, "the targets' own cache settings are unreadable: the defaults apply until `repo set --cache …` stores new ones");
-        }
-    }
-    // The targets' sandbox choices; unreadable ones leave every target inside the walls.
-    let sandboxes = rm_runner::sandbox::TargetChoices::default();
-    match journal.policy_sandboxes() {
-        Ok(own) => {
-            for (policy, choice) in own {
-                sandboxes.set(policy, choice);
-            }
-        }
-        Err(error) => {
-            tracing::warn!(%error, "the targets' sandbox choices are unreadable: every target's runners start inside the sandbox, without Docker, until `repo set --sandbox …/--docker …` stores them again");
-        }
-    }
     let journal = JournalAdapter::new(journal);
     let store = open_store(&options)?;
     let client = build_client(&options, Arc::clone(&store))?;
     tracing::info!(store = %store.describe(), auth = ?client.auth_state(), api = %client.config().endpoints.api(), "GitHub client ready");
 
     let gate = Arc::new(Gate::default());
-    gate.set_paused(paused);
+    gate.set_paused(stored.paused);
     let wake = Arc::new(Notify::new());
     let removals = Arc::new(removals::Removals::load(&journal).await);
     let mut host_config = host_config(&options.data_dir)?;
-    host_config.env = runner_env.clone();
-    host_config.caches = cache_settings.clone();
-    host_config.sandbox_choices = sandboxes.clone();
+    host_config.env = stored.runner_env.clone();
+    host_config.caches = stored.caches.clone();
+    host_config.sandbox_choices = stored.sandboxes.clone();
     // Each job in a capped cgroup of its own where systemd delegated the service's; set up
     // now, so the doctor tells from the start.
     host_config.job_caps =
@@ -439,47 +390,32 @@ async fn serve(
     if host_config.sandbox.is_off() {
         tracing::warn!("the job sandbox is turned off (--sandbox off): jobs can read this machine's files, processes and loopback services");
     }
-    let daemon = Arc::new(state::Daemon::new(state::Parts {
-        journal: journal.clone(),
-        client: client.clone(),
-        store: Arc::clone(&store),
-        gate: Arc::clone(&gate),
-        wake: Arc::clone(&wake),
-        removals: Arc::clone(&removals),
-        doctor: doctor::Doctor::new(host_config.clone()),
-        admission: Arc::new(admission::Admission::new(
-            admission_config,
-            admission::MemorySource::system(),
-            workstation::Sources::system(),
-        )),
-        runner_env,
-        caches: cache_settings,
-        sandboxes,
-        job_caps: host_config.job_caps.clone(),
-        pool: pool_link::PoolLink::new(open_pool_secret(&options)?, options.pool_lease),
-    }));
-    daemon.pool.restore(&daemon).await;
-    for (policy, own) in own_admission {
-        daemon.admission.set_own(policy, own);
-    }
-    daemon.launch.restore(&journal).await;
-    // The host checks at start: `status` names an unfit host before anything is launched.
-    let start_checks = tokio::spawn(doctor::run_at_start(Arc::clone(&daemon)));
-    // Auth changes inside the client (a renewal GitHub refused) reach watchers within this;
-    // `status` reads the client directly, so only the watch stream waits for it.
-    let auth_watch = tokio::spawn(auth_watch::watch_auth(
-        Arc::clone(&daemon),
-        Duration::from_secs(5),
-    ));
-    // GitHub's health reaches watchers as it changes (the client signals it).
-    let health_watch = tokio::spawn(health_watch::watch_health(Arc::clone(&daemon)));
-    // Live usage of the runners' process trees, sampled while any runs.
-    let meter = tokio::spawn(meters::run(Arc::clone(&daemon)));
-    // A start held back for memory is looked at again every 2 s until it fits.
-    let recheck = tokio::spawn(admission_recheck(Arc::clone(&daemon)));
-    // This host's lease in its pool, while it is in one.
-    let pool_heartbeat = tokio::spawn(pool_link::heartbeat(Arc::clone(&daemon)));
-    let pool_news = tokio::spawn(pool_link::news(Arc::clone(&daemon)));
+    let mut engine = Engine::start(rm_engine::engine::Start {
+        parts: state::Parts {
+            journal: journal.clone(),
+            client: client.clone(),
+            store: Arc::clone(&store),
+            gate: Arc::clone(&gate),
+            wake,
+            removals,
+            doctor: doctor::Doctor::new(host_config.clone()),
+            admission: Arc::new(admission::Admission::new(
+                admission_config,
+                admission::MemorySource::system(),
+                workstation::Sources::system(),
+            )),
+            runner_env: stored.runner_env,
+            caches: stored.caches,
+            sandboxes: stored.sandboxes,
+            job_caps: host_config.job_caps.clone(),
+            pool: pool_link::PoolLink::new(open_pool_secret(&options)?, options.pool_lease),
+        },
+        own_admission: stored.own_admission,
+        config_file: options.data_dir.join(CONFIG_FILE),
+        auth_every: Duration::from_secs(5),
+    })
+    .await;
+    let daemon = Arc::clone(engine.daemon());
 
     // The local API.
     // Operators (other users) must reach the socket: directories made for it are passable.
@@ -533,10 +469,6 @@ async fn serve(
         daemon.watchers.sender(),
         apply_tx,
     ));
-    let sign_in = Arc::new(sign_in::SignIns::new(
-        Arc::clone(&daemon),
-        options.data_dir.join(CONFIG_FILE),
-    ));
     let (api_stop_tx, mut api_stop_rx) = watch::channel(false);
     let api = tokio::spawn(rm_proto::serve_until(
         listener,
@@ -544,7 +476,7 @@ async fn serve(
             access: access.clone(),
             daemon: Arc::clone(&daemon),
             updater: Arc::clone(&updater),
-            sign_in: Arc::clone(&sign_in),
+            sign_in: Arc::clone(engine.sign_ins()),
         },
         access,
         ServerLimits::default(),
@@ -615,63 +547,26 @@ async fn serve(
     if let Some(max) = options.launch_backoff_max {
         agent.launch_backoff.max_delay = max;
     }
-    let (fleet_stop_tx, fleet_stop_rx) = watch::channel(false);
-    let parts = fleet::FleetParts {
-        journal: journal.clone(),
-        gated: GatedJournal::new(
-            journal.clone(),
-            Arc::clone(&gate),
-            Arc::clone(&daemon.admission),
-        ),
-        client: client.clone(),
+    engine.run_loops(Loops {
         host_config,
         agent,
         poll: options.poll,
         tick: options.tick,
-        wake,
-        removals,
-        pool: daemon.pool.slot.clone(),
-    };
-    let fleet = Arc::new(fleet::build(parts));
-    let _ = daemon.fleet.set(Arc::clone(&fleet));
-    // Subscribed before the loops run: no event is missed.
-    let pump = tokio::spawn(events::pump(
-        Arc::clone(&daemon),
-        fleet.shared().subscribe(),
-    ));
-    let fleet = tokio::spawn(async move { fleet.run(fleet_stop_rx).await });
+    });
 
     let ending =
         wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop, &mut apply_rx).await?;
     update_task.abort();
-    // No sign-in outlives the service (nor starts while it drains).
-    sign_in.shutdown();
     if matches!(ending, Ending::Stopped) {
         tracing::info!(
             deadline_secs = options.drain_deadline.as_secs(),
             "stop requested: no new runners; draining"
         );
     }
-    let _ = fleet_stop_tx.send(true);
-    match fleet.await {
-        Ok(reports) => {
-            for (target, report) in reports {
-                tracing::info!(gh_target = %target, remaining = report.remaining, timed_out = report.timed_out, "loop drained");
-            }
-        }
-        Err(e) => tracing::error!(error = %e, "the loops failed"),
-    }
+    engine.drain().await;
     let _ = api_stop_tx.send(true);
     let _ = api.await;
-    pump.abort();
-    start_checks.abort();
-    daemon.contact.save(&daemon.journal).await;
-    auth_watch.abort();
-    health_watch.abort();
-    meter.abort();
-    recheck.abort();
-    pool_heartbeat.abort();
-    pool_news.abort();
+    engine.stop().await;
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(match ending {
@@ -712,24 +607,6 @@ fn admission_settings(
         .map_err(|e| Failure::internal(format!("the admission settings cannot be stored: {e}")))?;
     tracing::info!(settings = ?next.to_wire(), "admission settings from the command line stored");
     Ok(next)
-}
-
-/// While memory admission holds a start back, looks every 2 s whether a runner fits now and,
-/// when it does, wakes the loops (they start it in that pass) and tells the watchers.
-async fn admission_recheck(daemon: Arc<state::Daemon>) {
-    loop {
-        if !daemon.admission.holding() {
-            daemon.admission.recheck.notified().await;
-            // The hold is news for the watchers.
-            daemon.publish_status().await;
-        }
-        tokio::time::sleep(admission::RECHECK_EVERY).await;
-        if daemon.admission.fits_now().await {
-            daemon.admission.released();
-            daemon.wake.notify_one();
-            daemon.publish_status().await;
-        }
-    }
 }
 
 /// Resolves once SIGTERM/SIGINT was received. The flag set by the handler installed before

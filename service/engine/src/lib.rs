@@ -14,6 +14,7 @@ pub mod contact;
 pub mod credential;
 pub mod demand_view;
 pub mod doctor;
+pub mod engine;
 pub mod events;
 pub mod failure_log;
 pub mod fleet;
@@ -34,14 +35,17 @@ pub mod service_store;
 pub mod sign_in;
 pub mod state;
 pub mod status;
+pub mod stored;
 pub mod system_bus;
 pub mod watchers;
 pub mod why;
 pub mod workstation;
 
 pub use admission::AdmissionConfig;
+pub use engine::{Engine, Loops};
 pub use failure_log::fix_for;
 pub use service_store::ServiceStore;
+pub use stored::Stored;
 pub use workstation::{QuietHours, Rules};
 
 /// The most runners a host or a policy may be given (catches a typo's extra zero).

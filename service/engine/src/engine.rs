@@ -1,0 +1,195 @@
+//! [`Engine`]: the running service's state and its own tasks, started together and stopped
+//! together. The binary composes it: it starts the engine, binds the local API over it, starts
+//! the loops, waits for an ending, then drains the loops and stops the engine.
+
+use crate::admission;
+use crate::fleet::{self, FleetParts};
+use crate::gate::GatedJournal;
+use crate::sign_in::SignIns;
+use crate::state::{Daemon, Parts};
+use rm_agent::AgentConfig;
+use rm_core::PolicyId;
+use rm_journal::PolicyAdmission;
+use rm_runner::RunnerHostConfig;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// What the engine starts from besides its parts: what was read from the journal at start.
+pub struct Start {
+    pub parts: Parts,
+    /// The targets' own admission settings.
+    pub own_admission: Vec<(PolicyId, PolicyAdmission)>,
+    /// The data directory's `config.json`, where a finished sign-in may record the client id.
+    pub config_file: PathBuf,
+    /// How often auth changes inside the GitHub client are looked for (for the watchers).
+    pub auth_every: Duration,
+}
+
+/// How the loops run: the runner host's settings, the agent's, the poll and tick.
+pub struct Loops {
+    pub host_config: RunnerHostConfig,
+    pub agent: AgentConfig,
+    /// A fixed poll interval (tests); `None`: GitHub's budget planner.
+    pub poll: Option<Duration>,
+    pub tick: Duration,
+}
+
+/// The loops while they run: the event pump that feeds the state's owners and the lifecycle.
+struct Running {
+    stop: watch::Sender<bool>,
+    lifecycle: JoinHandle<Vec<(rm_core::Target, rm_agent::DrainReport)>>,
+    pump: JoinHandle<()>,
+}
+
+/// The running service.
+pub struct Engine {
+    daemon: Arc<Daemon>,
+    sign_in: Arc<SignIns>,
+    /// The engine's own tasks (host checks at start, auth and health watch, meter, admission
+    /// recheck, pool heartbeat and news): none ends by itself before `stop`, which aborts all.
+    tasks: JoinSet<()>,
+    loops: Option<Running>,
+}
+
+impl Engine {
+    /// Builds the state from `start`, restores what the journal kept (the pool link, the
+    /// launch problems) and starts the engine's own tasks. The loops start with
+    /// [`Engine::run_loops`].
+    pub async fn start(start: Start) -> Engine {
+        let daemon = Arc::new(Daemon::new(start.parts));
+        daemon.pool.restore(&daemon).await;
+        for (policy, own) in start.own_admission {
+            daemon.admission.set_own(policy, own);
+        }
+        daemon.launch.restore(&daemon.journal).await;
+        let mut engine = Engine {
+            sign_in: Arc::new(SignIns::new(Arc::clone(&daemon), start.config_file)),
+            daemon,
+            tasks: JoinSet::new(),
+            loops: None,
+        };
+        let d = || Arc::clone(&engine.daemon);
+        // The host checks at start: `status` names an unfit host before anything is launched.
+        let start_checks = crate::doctor::run_at_start(d());
+        // Auth changes inside the client (a renewal GitHub refused) reach watchers within
+        // this; `status` reads the client directly, so only the watch stream waits for it.
+        let auth = crate::auth_watch::watch_auth(d(), start.auth_every);
+        // GitHub's health reaches watchers as it changes (the client signals it).
+        let health = crate::health_watch::watch_health(d());
+        // Live usage of the runners' process trees, sampled while any runs.
+        let meter = crate::meters::run(d());
+        // A start held back for memory is looked at again every 2 s until it fits.
+        let recheck = admission_recheck(d());
+        // This host's lease in its pool, and its news, while it is in one.
+        let heartbeat = crate::pool_link::heartbeat(d());
+        let news = crate::pool_link::news(d());
+        engine.spawn(start_checks);
+        engine.spawn(auth);
+        engine.spawn(health);
+        engine.spawn(meter);
+        engine.spawn(recheck);
+        engine.spawn(heartbeat);
+        engine.spawn(news);
+        engine
+    }
+
+    fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(task);
+    }
+
+    /// The state, for the local API's handler.
+    pub fn daemon(&self) -> &Arc<Daemon> {
+        &self.daemon
+    }
+
+    /// The sign-in sessions, for the local API's handler.
+    pub fn sign_ins(&self) -> &Arc<SignIns> {
+        &self.sign_in
+    }
+
+    /// Starts the loops: the lifecycle over the gated journal, and the event pump, subscribed
+    /// before the loops run so that no event is missed.
+    pub fn run_loops(&mut self, loops: Loops) {
+        let d = &self.daemon;
+        let lifecycle = Arc::new(fleet::build(FleetParts {
+            journal: d.journal.clone(),
+            gated: GatedJournal::new(
+                d.journal.clone(),
+                Arc::clone(&d.gate),
+                Arc::clone(&d.admission),
+            ),
+            client: d.client.clone(),
+            host_config: loops.host_config,
+            agent: loops.agent,
+            poll: loops.poll,
+            tick: loops.tick,
+            wake: Arc::clone(&d.wake),
+            removals: Arc::clone(&d.removals),
+            pool: d.pool.slot.clone(),
+        }));
+        let _ = d.fleet.set(Arc::clone(&lifecycle));
+        let pump = tokio::spawn(crate::events::pump(
+            Arc::clone(d),
+            lifecycle.shared().subscribe(),
+        ));
+        let (stop, stop_rx) = watch::channel(false);
+        let lifecycle = tokio::spawn(async move { lifecycle.run(stop_rx).await });
+        self.loops = Some(Running {
+            stop,
+            lifecycle,
+            pump,
+        });
+    }
+
+    /// Ends every sign-in (none outlives the service, nor starts while it drains), then
+    /// drains the loops with the agent's deadline and logs each target's drain. The local API
+    /// still answers meanwhile.
+    pub async fn drain(&mut self) {
+        self.sign_in.shutdown();
+        let Some(running) = self.loops.as_mut() else {
+            return;
+        };
+        let _ = running.stop.send(true);
+        match (&mut running.lifecycle).await {
+            Ok(reports) => {
+                for (target, report) in reports {
+                    tracing::info!(gh_target = %target, remaining = report.remaining, timed_out = report.timed_out, "loop drained");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "the loops failed"),
+        }
+    }
+
+    /// Stops the event pump and every task of the engine together, then keeps the last
+    /// contact with GitHub in the journal for the next start.
+    pub async fn stop(mut self) {
+        if let Some(running) = self.loops.take() {
+            running.lifecycle.abort();
+            running.pump.abort();
+        }
+        self.tasks.shutdown().await;
+        self.daemon.contact.save(&self.daemon.journal).await;
+    }
+}
+
+/// While memory admission holds a start back, looks every 2 s whether a runner fits now and,
+/// when it does, wakes the loops (they start it in that pass) and tells the watchers.
+async fn admission_recheck(daemon: Arc<Daemon>) {
+    loop {
+        if !daemon.admission.holding() {
+            daemon.admission.recheck.notified().await;
+            // The hold is news for the watchers.
+            daemon.publish_status().await;
+        }
+        tokio::time::sleep(admission::RECHECK_EVERY).await;
+        if daemon.admission.fits_now().await {
+            daemon.admission.released();
+            daemon.wake.notify_one();
+            daemon.publish_status().await;
+        }
+    }
+}
