@@ -390,7 +390,7 @@ async fn serve(
     if host_config.sandbox.is_off() {
         tracing::warn!("the job sandbox is turned off (--sandbox off): jobs can read this machine's files, processes and loopback services");
     }
-    let mut engine = Engine::start(rm_engine::engine::Start {
+    let (engine, mut tasks) = Engine::start(rm_engine::engine::Start {
         parts: state::Parts {
             journal: journal.clone(),
             client: client.clone(),
@@ -474,9 +474,8 @@ async fn serve(
         listener,
         crate::api::Api {
             access: access.clone(),
-            daemon: Arc::clone(&daemon),
+            engine: engine.clone(),
             updater: Arc::clone(&updater),
-            sign_in: Arc::clone(engine.sign_ins()),
         },
         access,
         ServerLimits::default(),
@@ -547,7 +546,7 @@ async fn serve(
     if let Some(max) = options.launch_backoff_max {
         agent.launch_backoff.max_delay = max;
     }
-    engine.run_loops(Loops {
+    tasks.run_loops(Loops {
         host_config,
         agent,
         poll: options.poll,
@@ -563,10 +562,10 @@ async fn serve(
             "stop requested: no new runners; draining"
         );
     }
-    engine.drain().await;
+    tasks.drain().await;
     let _ = api_stop_tx.send(true);
     let _ = api.await;
-    engine.stop().await;
+    tasks.stop().await;
     let _ = std::fs::remove_file(&options.socket);
     tracing::info!("runner-manager stopped");
     Ok(match ending {

@@ -1,6 +1,7 @@
-//! [`Engine`]: the running service's state and its own tasks, started together and stopped
-//! together. The binary composes it: it starts the engine, binds the local API over it, starts
-//! the loops, waits for an ending, then drains the loops and stops the engine.
+//! [`Engine`]: the running service, one method per use case (`use_cases`), and [`Tasks`]: its
+//! own tasks, started together and stopped together. The binary composes them: it starts the
+//! engine, binds the local API over it, starts the loops, waits for an ending, then drains the
+//! loops and stops the tasks.
 
 use crate::admission;
 use crate::fleet::{self, FleetParts};
@@ -45,12 +46,18 @@ struct Running {
     pump: JoinHandle<()>,
 }
 
-/// The running service.
+/// The running service, as the local API's handler reaches it (cheap to clone).
+#[derive(Clone)]
 pub struct Engine {
-    daemon: Arc<Daemon>,
-    sign_in: Arc<SignIns>,
-    /// The engine's own tasks (host checks at start, auth and health watch, meter, admission
-    /// recheck, pool heartbeat and news): none ends by itself before `stop`, which aborts all.
+    pub(crate) daemon: Arc<Daemon>,
+    pub(crate) sign_in: Arc<SignIns>,
+}
+
+/// The engine's tasks: its own (host checks at start, auth and health watch, meter,
+/// admission recheck, pool heartbeat and news; none ends by itself before [`Tasks::stop`],
+/// which aborts them all) and, once started, the loops.
+pub struct Tasks {
+    engine: Engine,
     tasks: JoinSet<()>,
     loops: Option<Running>,
 }
@@ -58,17 +65,20 @@ pub struct Engine {
 impl Engine {
     /// Builds the state from `start`, restores what the journal kept (the pool link, the
     /// launch problems) and starts the engine's own tasks. The loops start with
-    /// [`Engine::run_loops`].
-    pub async fn start(start: Start) -> Engine {
+    /// [`Tasks::run_loops`].
+    pub async fn start(start: Start) -> (Engine, Tasks) {
         let daemon = Arc::new(Daemon::new(start.parts));
         daemon.pool.restore(&daemon).await;
         for (policy, own) in start.own_admission {
             daemon.admission.set_own(policy, own);
         }
         daemon.launch.restore(&daemon.journal).await;
-        let mut engine = Engine {
+        let engine = Engine {
             sign_in: Arc::new(SignIns::new(Arc::clone(&daemon), start.config_file)),
             daemon,
+        };
+        let mut tasks = Tasks {
+            engine: engine.clone(),
             tasks: JoinSet::new(),
             loops: None,
         };
@@ -87,34 +97,31 @@ impl Engine {
         // This host's lease in its pool, and its news, while it is in one.
         let heartbeat = crate::pool_link::heartbeat(d());
         let news = crate::pool_link::news(d());
-        engine.spawn(start_checks);
-        engine.spawn(auth);
-        engine.spawn(health);
-        engine.spawn(meter);
-        engine.spawn(recheck);
-        engine.spawn(heartbeat);
-        engine.spawn(news);
-        engine
+        tasks.spawn(start_checks);
+        tasks.spawn(auth);
+        tasks.spawn(health);
+        tasks.spawn(meter);
+        tasks.spawn(recheck);
+        tasks.spawn(heartbeat);
+        tasks.spawn(news);
+        (engine, tasks)
     }
 
-    fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
-        self.tasks.spawn(task);
-    }
-
-    /// The state, for the local API's handler.
+    /// The state, for the binary's own parts (the ending's wait, the updater's news).
     pub fn daemon(&self) -> &Arc<Daemon> {
         &self.daemon
     }
+}
 
-    /// The sign-in sessions, for the local API's handler.
-    pub fn sign_ins(&self) -> &Arc<SignIns> {
-        &self.sign_in
+impl Tasks {
+    fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(task);
     }
 
     /// Starts the loops: the lifecycle over the gated journal, and the event pump, subscribed
     /// before the loops run so that no event is missed.
     pub fn run_loops(&mut self, loops: Loops) {
-        let d = &self.daemon;
+        let d = &self.engine.daemon;
         let lifecycle = Arc::new(fleet::build(FleetParts {
             journal: d.journal.clone(),
             gated: GatedJournal::new(
@@ -149,7 +156,7 @@ impl Engine {
     /// drains the loops with the agent's deadline and logs each target's drain. The local API
     /// still answers meanwhile.
     pub async fn drain(&mut self) {
-        self.sign_in.shutdown();
+        self.engine.sign_in.shutdown();
         let Some(running) = self.loops.as_mut() else {
             return;
         };
@@ -172,7 +179,8 @@ impl Engine {
             running.pump.abort();
         }
         self.tasks.shutdown().await;
-        self.daemon.contact.save(&self.daemon.journal).await;
+        let d = &self.engine.daemon;
+        d.contact.save(&d.journal).await;
     }
 }
 

@@ -37,12 +37,13 @@ pub mod state;
 pub mod status;
 pub mod stored;
 pub mod system_bus;
+mod use_cases;
 pub mod watchers;
 pub mod why;
 pub mod workstation;
 
 pub use admission::AdmissionConfig;
-pub use engine::{Engine, Loops};
+pub use engine::{Engine, Loops, Tasks};
 pub use failure_log::fix_for;
 pub use service_store::ServiceStore;
 pub use stored::Stored;

@@ -1,0 +1,151 @@
+//! The engine's use cases, one method each: what the local API's handler calls (and, for
+//! the target rules, what `--offline` will call). A change is validated, written to the
+//! journal, then the loops are woken and the status published; the loops' next pass carries
+//! it out.
+
+mod auth;
+mod caches;
+mod host;
+mod targets;
+
+use crate::engine::Engine;
+use crate::state::meta;
+use crate::status::{self, journal_error};
+use crate::MAX_CAPACITY;
+use rm_core::Policy;
+use rm_proto::{ApiError, DoctorReport, PauseState, Peer, Status, TargetStatus, WatchStart};
+use std::sync::Arc;
+
+pub(crate) fn bad(what: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(what.to_string())
+}
+
+pub(crate) fn check_capacity(n: u32, field: &str, min: u32) -> Result<(), ApiError> {
+    if n < min || n > MAX_CAPACITY {
+        return Err(bad(format!(
+            "{field} {n} is out of range: give {min}..={MAX_CAPACITY}"
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub(crate) async fn host(&self) -> Result<rm_core::Host, ApiError> {
+        self.daemon
+            .journal
+            .with(|j| j.get_host())
+            .await
+            .map_err(journal_error)?
+            .map(|r| r.host)
+            .ok_or_else(|| {
+                ApiError::service_unavailable("the host row is missing: restart the service")
+            })
+    }
+
+    pub(crate) async fn policies(&self) -> Result<Vec<Policy>, ApiError> {
+        self.daemon
+            .journal
+            .with(|j| j.list_policies())
+            .await
+            .map_err(journal_error)
+    }
+
+    pub(crate) async fn changed(&self) {
+        self.daemon.wake.notify_one();
+        self.daemon.publish_status().await;
+    }
+
+    /// The host's set of targets changed, and with it what the GitHub checks may do (a host
+    /// without targets stays off the network): they run again in the background, then status
+    /// is published again.
+    pub(crate) fn recheck_github_later(&self) {
+        let daemon = Arc::clone(&self.daemon);
+        tokio::spawn(async move {
+            daemon.doctor.recheck_github(&daemon).await;
+            daemon.publish_status().await;
+        });
+    }
+
+    pub async fn status(&self) -> Result<Status, ApiError> {
+        status::build(&self.daemon).await
+    }
+
+    pub async fn watch(&self) -> Result<WatchStart, ApiError> {
+        // Subscribe first: a change between the two is seen twice rather than missed.
+        let events = self.daemon.watchers.subscribe();
+        let snapshot = status::build(&self.daemon).await?;
+        Ok(WatchStart { snapshot, events })
+    }
+
+    pub async fn targets(&self) -> Result<Vec<TargetStatus>, ApiError> {
+        Ok(status::build(&self.daemon).await?.targets)
+    }
+
+    pub async fn host_doctor(&self) -> Result<DoctorReport, ApiError> {
+        let report = self.daemon.doctor.run(&self.daemon).await;
+        self.daemon.publish_status().await;
+        Ok(report)
+    }
+
+    pub async fn pool(&self) -> Result<rm_proto::PoolStatus, ApiError> {
+        self.daemon.pool.status().ok_or_else(|| {
+            ApiError::not_found("this host is in no pool (`runner-manager pool join` joins one)")
+        })
+    }
+
+    pub async fn join_pool(
+        &self,
+        join: rm_proto::PoolJoin,
+    ) -> Result<rm_proto::PoolStatus, ApiError> {
+        self.daemon.pool.join(&self.daemon, join).await
+    }
+
+    pub async fn leave_pool(&self) -> Result<(), ApiError> {
+        self.daemon.pool.leave(&self.daemon).await
+    }
+
+    pub async fn why(&self) -> Result<rm_proto::WhyReport, ApiError> {
+        let Some(fleet) = self.daemon.fleet.get() else {
+            return Err(ApiError::service_unavailable(
+                "the service is still starting: ask again in a few seconds",
+            ));
+        };
+        let passes = fleet
+            .loops()
+            .iter()
+            .map(|l| (l.target().clone(), l.policies(), l.last_pass()))
+            .collect();
+        let now = rm_core::Timestamp::from_millis(chrono::Utc::now().timestamp_millis());
+        Ok(crate::why::report(&self.daemon, passes, now))
+    }
+
+    pub async fn pause(&self, peer: Peer) -> Result<PauseState, ApiError> {
+        self.set_paused(peer, true).await
+    }
+
+    pub async fn resume(&self, peer: Peer) -> Result<PauseState, ApiError> {
+        self.set_paused(peer, false).await
+    }
+
+    pub(crate) async fn set_paused(
+        &self,
+        peer: Peer,
+        paused: bool,
+    ) -> Result<PauseState, ApiError> {
+        let value = if paused { "1" } else { "0" };
+        self.daemon
+            .journal
+            .with(move |j| j.meta_set(meta::PAUSED, value))
+            .await
+            .map_err(journal_error)?;
+        self.daemon.gate.set_paused(paused);
+        tracing::info!(
+            uid = peer.uid,
+            paused,
+            "launching {}",
+            if paused { "paused" } else { "resumed" }
+        );
+        self.changed().await;
+        Ok(PauseState { paused })
+    }
+}
