@@ -13,8 +13,8 @@
 //! exits non-zero so the service manager starts the new build; a signal during that wait wins.
 
 use rm_engine::{
-    admission, doctor, gate, host_row, operators, pool_link, removals, sandbox, state, watchers,
-    workstation, Engine, Loops, Stored,
+    admission, doctor, host_row, operators, pool_link, sandbox, state, watchers, workstation,
+    Engine, Loops, Stored,
 };
 
 pub use rm_engine::{fix_for, AdmissionConfig, QuietHours, Rules, MAX_CAPACITY};
@@ -25,7 +25,6 @@ use crate::paths::{self, StartMode};
 use crate::store::{self, ServiceStore};
 use crate::update::{self, stage::Staged, swap, UpdaterOptions};
 use crate::upgrade::{Check, UpgradeWatcher};
-use gate::Gate;
 use rm_adapters::JournalAdapter;
 use rm_agent::AgentConfig;
 use rm_github::{ClientConfig, CredentialStore, Endpoints, GitHubClient, StoreError};
@@ -35,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, watch};
 
 /// Which credential store the daemon uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -349,10 +348,6 @@ async fn serve(
     let client = build_client(&options, Arc::clone(&store))?;
     tracing::info!(store = %store.describe(), auth = ?client.auth_state(), api = %client.config().endpoints.api(), "GitHub client ready");
 
-    let gate = Arc::new(Gate::default());
-    gate.set_paused(stored.paused);
-    let wake = Arc::new(Notify::new());
-    let removals = Arc::new(removals::Removals::load(&journal).await);
     let mut host_config = host_config(&options.data_dir)?;
     host_config.env = stored.runner_env.clone();
     host_config.caches = stored.caches.clone();
@@ -395,9 +390,6 @@ async fn serve(
             journal: journal.clone(),
             client: client.clone(),
             store: Arc::clone(&store),
-            gate: Arc::clone(&gate),
-            wake,
-            removals,
             doctor: doctor::Doctor::new(host_config.clone()),
             admission: Arc::new(admission::Admission::new(
                 admission_config,
@@ -410,12 +402,12 @@ async fn serve(
             job_caps: host_config.job_caps.clone(),
             pool: pool_link::PoolLink::new(open_pool_secret(&options)?, options.pool_lease),
         },
+        paused: stored.paused,
         own_admission: stored.own_admission,
         config_file: options.data_dir.join(CONFIG_FILE),
         auth_every: Duration::from_secs(5),
     })
     .await;
-    let daemon = Arc::clone(engine.daemon());
 
     // The local API.
     // Operators (other users) must reach the socket: directories made for it are passable.
@@ -466,7 +458,7 @@ async fn serve(
         options.data_dir.clone(),
         installed,
         &note,
-        daemon.watchers.sender(),
+        engine.news(),
         apply_tx,
     ));
     let (api_stop_tx, mut api_stop_rx) = watch::channel(false);
@@ -502,12 +494,12 @@ async fn serve(
     } {
         // "Updated to X" for the tray, which reconnects after the restart: sent once the
         // first watcher is there (within a minute), after its snapshot.
-        let d = Arc::clone(&daemon);
+        let e = engine.clone();
         tokio::spawn(async move {
             for _ in 0..600 {
-                if d.watchers.any() {
+                if e.watched() {
                     tokio::time::sleep(Duration::from_millis(200)).await;
-                    d.watchers.event(rm_proto::Event::UpdateFinished {
+                    e.tell(rm_proto::Event::UpdateFinished {
                         at: watchers::now(),
                         previous_version: previous,
                         new_version: crate::VERSION.to_owned(),
@@ -553,8 +545,7 @@ async fn serve(
         tick: options.tick,
     });
 
-    let ending =
-        wait_for_ending(&options, &daemon, &gate, &mut watcher, &stop, &mut apply_rx).await?;
+    let ending = wait_for_ending(&options, &engine, &mut watcher, &stop, &mut apply_rx).await?;
     update_task.abort();
     if matches!(ending, Ending::Stopped) {
         tracing::info!(
@@ -632,8 +623,7 @@ async fn stop_signal(stop: Arc<AtomicBool>) -> Result<(), Failure> {
 /// the journal) unless a signal arrives first.
 async fn wait_for_ending(
     options: &Options,
-    daemon: &Arc<state::Daemon>,
-    gate: &Arc<Gate>,
+    engine: &Engine,
     watcher: &mut Option<UpgradeWatcher>,
     stop: &Arc<AtomicBool>,
     apply: &mut mpsc::Receiver<Staged>,
@@ -681,7 +671,7 @@ async fn wait_for_ending(
     let version = match &trigger {
         Ok(version) => {
             tracing::info!(%version, "a newer runner-manager is installed: no new runners; waiting for the active ones (no deadline)");
-            daemon.watchers.event(rm_proto::Event::UpdateReady {
+            engine.tell(rm_proto::Event::UpdateReady {
                 at: watchers::now(),
                 current_version: crate::VERSION.to_string(),
                 new_version: version.clone(),
@@ -694,10 +684,9 @@ async fn wait_for_ending(
             version
         }
     };
-    gate.set_upgrading();
-    daemon.wake.notify_one();
+    engine.hold_for_upgrade();
     loop {
-        let active = daemon.journal.with(|j| j.active_total()).await;
+        let active = engine.active_runners().await;
         match active {
             Ok(0) => break,
             Ok(n) => tracing::debug!(active = n, "upgrade waits for active runners"),

@@ -5,7 +5,8 @@
 
 use crate::admission;
 use crate::fleet::{self, FleetParts};
-use crate::gate::GatedJournal;
+use crate::gate::{Gate, GatedJournal};
+use crate::removals::Removals;
 use crate::sign_in::SignIns;
 use crate::state::{Daemon, Parts};
 use rm_agent::AgentConfig;
@@ -22,6 +23,8 @@ use tokio::task::{JoinHandle, JoinSet};
 /// What the engine starts from besides its parts: what was read from the journal at start.
 pub struct Start {
     pub parts: Parts,
+    /// Launching paused by the operator (as stored).
+    pub paused: bool,
     /// The targets' own admission settings.
     pub own_admission: Vec<(PolicyId, PolicyAdmission)>,
     /// The data directory's `config.json`, where a finished sign-in may record the client id.
@@ -67,7 +70,10 @@ impl Engine {
     /// launch problems) and starts the engine's own tasks. The loops start with
     /// [`Tasks::run_loops`].
     pub async fn start(start: Start) -> (Engine, Tasks) {
-        let daemon = Arc::new(Daemon::new(start.parts));
+        let gate = Arc::new(Gate::default());
+        gate.set_paused(start.paused);
+        let removals = Arc::new(Removals::load(&start.parts.journal).await);
+        let daemon = Arc::new(Daemon::new(start.parts, gate, removals));
         daemon.pool.restore(&daemon).await;
         for (policy, own) in start.own_admission {
             daemon.admission.set_own(policy, own);
@@ -107,9 +113,31 @@ impl Engine {
         (engine, tasks)
     }
 
-    /// The state, for the binary's own parts (the ending's wait, the updater's news).
-    pub fn daemon(&self) -> &Arc<Daemon> {
-        &self.daemon
+    /// Where the binary's own news go (the updater's): the watch stream.
+    pub fn news(&self) -> tokio::sync::broadcast::Sender<rm_proto::WatchMessage> {
+        self.daemon.watchers.sender()
+    }
+
+    /// Whether anyone watches (the tray).
+    pub fn watched(&self) -> bool {
+        self.daemon.watchers.any()
+    }
+
+    /// Tells the watchers of an event.
+    pub fn tell(&self, event: rm_proto::Event) {
+        self.daemon.watchers.event(event);
+    }
+
+    /// Stops launching for an upgrade (for good: the service ends once no runner is active)
+    /// and lets the loops see it now.
+    pub fn hold_for_upgrade(&self) {
+        self.daemon.gate.set_upgrading();
+        self.daemon.wake.notify_one();
+    }
+
+    /// How many runners the journal counts as active.
+    pub async fn active_runners(&self) -> Result<u32, rm_agent::JournalError> {
+        self.daemon.journal.with(|j| j.active_total()).await
     }
 }
 

@@ -35,14 +35,12 @@ pub mod meta {
     pub const PAUSED: &str = "daemon_paused";
 }
 
-/// What `Daemon::new` is built from.
+/// What the binary builds the engine from (`Engine::start` adds the gate, the waker and the
+/// pending removals).
 pub struct Parts {
     pub journal: JournalAdapter,
     pub client: GitHubClient,
     pub store: Arc<dyn ServiceStore>,
-    pub gate: Arc<Gate>,
-    pub wake: Arc<Notify>,
-    pub removals: Arc<Removals>,
     pub doctor: Doctor,
     pub admission: Arc<Admission>,
     /// The host's runner environment as stored (shared with the runner host).
@@ -102,15 +100,15 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn new(parts: Parts) -> Daemon {
+    pub fn new(parts: Parts, gate: Arc<Gate>, removals: Arc<Removals>) -> Daemon {
         Daemon {
             demand: DemandView::new(&parts.client),
             journal: parts.journal,
             client: parts.client,
             store: parts.store,
-            gate: parts.gate,
-            wake: parts.wake,
-            removals: parts.removals,
+            gate,
+            wake: Arc::new(Notify::new()),
+            removals,
             watchers: Watchers::default(),
             failures: FailureLog::default(),
             left_registrations: Default::default(),
