@@ -3,7 +3,7 @@
 //! service holds (`GET /user`) when only the signing-in client's word is known. A host without
 //! targets stays off the network, so the login waits for the first target.
 
-use super::state::{meta, Daemon};
+use super::state::{meta, Changed, Daemon};
 use super::watchers::now;
 use rm_proto::{Event, WatchMessage};
 use std::sync::Arc;
@@ -28,7 +28,7 @@ pub async fn watch_auth(daemon: Arc<Daemon>, every: Duration) {
             } else if let Some(login) = learn_login(&daemon).await {
                 login_known = store_login(&daemon, &login).await;
                 if login_known {
-                    publish_auth(&daemon).await;
+                    daemon.after(Changed::Auth).await;
                 }
             }
         }
@@ -41,7 +41,7 @@ pub async fn watch_auth(daemon: Arc<Daemon>, every: Duration) {
         login_known = false;
         next_ask = Instant::now();
         last = now;
-        publish_auth(&daemon).await;
+        daemon.after(Changed::Auth).await;
     }
 }
 
@@ -117,8 +117,9 @@ async fn store_login(daemon: &Daemon, login: &str) -> bool {
     }
 }
 
-/// Tells watchers about the current auth state.
-pub async fn publish_auth(daemon: &Daemon) {
+/// Tells watchers about the current auth state (the events; `Daemon::after` then publishes
+/// the status).
+pub async fn tell_auth(daemon: &Daemon) {
     let at = now();
     let (login, expires) = daemon
         .journal
@@ -142,7 +143,4 @@ pub async fn publish_auth(daemon: &Daemon) {
     daemon.watchers.publish(WatchMessage::Event {
         event: Event::AuthChanged { at, auth },
     });
-    // The doctor's credential line follows the credential (no "no credential" after sign-in).
-    daemon.doctor.recheck_github(daemon).await;
-    daemon.publish_status().await;
 }

@@ -3,11 +3,12 @@
 //! ([`super::sign_in`]). The client stores it (the credential store of the start mode) and uses
 //! it at once; the journal records whose it is; policies parked by a refused credential resume.
 
-use super::auth_watch::{has_targets, learn_login, publish_auth};
-use super::state::{meta, Daemon};
+use super::auth_watch::{has_targets, learn_login};
+use super::state::{meta, Changed, Daemon};
 use super::status::journal_error;
 use rm_core::PolicyState;
 use rm_proto::ApiError;
+use std::sync::Arc;
 
 /// Whether to ask GitHub whose the credential is (`GET /user`) before answering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub enum AskGitHub {
 /// Stores `credential`, records the login and tells watchers. Returns the login recorded
 /// (`None` when neither GitHub nor the client said).
 pub async fn store(
-    daemon: &Daemon,
+    daemon: &Arc<Daemon>,
     credential: rm_github::Credential,
     hint: Option<String>,
     ask: AskGitHub,
@@ -62,9 +63,7 @@ pub async fn store(
         .map_err(journal_error)?;
     tracing::info!(uid, login = %login, "new GitHub credential stored");
     recover_auth_failed(daemon).await;
-    publish_auth(daemon).await;
-    daemon.wake.notify_one();
-    daemon.publish_status().await;
+    daemon.after(Changed::Credential).await;
     Ok(Some(login).filter(|l| !l.is_empty()))
 }
 

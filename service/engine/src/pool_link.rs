@@ -3,7 +3,7 @@
 //! the GitHub adapter places pooled targets through, and the heartbeat that keeps this host's
 //! lease and tells the pool how much room it has.
 
-use super::state::Daemon;
+use super::state::{Changed, Daemon};
 use rm_adapters::pool::{Pool, PoolConfig, PoolHealth};
 use rm_adapters::PoolSlot;
 use rm_agent::JournalPort;
@@ -144,7 +144,7 @@ impl PoolLink {
 
     /// Joins the pool `join` names: checked here, then against the database (its schema set
     /// up or migrated, this host's first heartbeat) before anything is kept.
-    pub async fn join(&self, daemon: &Daemon, join: PoolJoin) -> Result<PoolStatus, ApiError> {
+    pub async fn join(&self, daemon: &Arc<Daemon>, join: PoolJoin) -> Result<PoolStatus, ApiError> {
         if let Some(current) = self.pool() {
             return Err(ApiError::conflict(format!(
                 "this host is in the pool '{}' at {} already: `runner-manager pool leave` first",
@@ -218,14 +218,13 @@ impl PoolLink {
         }
         tracing::info!(address = %url.address(), %label, %host, "joined the pool");
         self.set(Some(Arc::clone(&pool)));
-        daemon.wake.notify_one();
-        daemon.publish_status().await;
+        daemon.after(Changed::Loops).await;
         Ok(status_of(&pool))
     }
 
     /// Leaves the pool: its claims go at once (when the database answers; else they lapse with
     /// this host's lease), the settings and the password are forgotten.
-    pub async fn leave(&self, daemon: &Daemon) -> Result<(), ApiError> {
+    pub async fn leave(&self, daemon: &Arc<Daemon>) -> Result<(), ApiError> {
         let Some(pool) = self.pool() else {
             return Err(ApiError::not_found(
                 "this host is in no pool (`runner-manager pool join` joins one)",
@@ -248,8 +247,7 @@ impl PoolLink {
         }
         self.set(None);
         tracing::info!(label = %pool.label(), "left the pool");
-        daemon.wake.notify_one();
-        daemon.publish_status().await;
+        daemon.after(Changed::Loops).await;
         Ok(())
     }
 

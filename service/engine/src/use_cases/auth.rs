@@ -1,10 +1,9 @@
 //! The credential: handed over, removed; the service's own sign-in sessions.
 
 use super::bad;
-use crate::auth_watch::publish_auth;
 use crate::credential::{self, AskGitHub};
 use crate::engine::Engine;
-use crate::state::meta;
+use crate::state::{meta, Changed};
 use crate::status::journal_error;
 use rm_proto::{ApiError, CredentialPut, Peer, SignInSession, SignInStart};
 use secrecy::SecretString;
@@ -72,8 +71,7 @@ impl Engine {
             .await
             .map_err(journal_error)?;
         tracing::info!(uid = peer.uid, "GitHub credential removed (signed out)");
-        publish_auth(&self.daemon).await;
-        self.changed().await;
+        self.daemon.after(Changed::Credential).await;
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 use super::{bad, check_capacity};
 use crate::engine::Engine;
+use crate::state::Changed;
 use crate::status::{self, journal_error};
 use rm_proto::{
     ApiError, EnvVar, HostAdmission, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange,
@@ -50,7 +51,7 @@ impl Engine {
             .await
             .map_err(journal_error)?;
         tracing::info!(uid = peer.uid, capacity, "host capacity set");
-        self.changed().await;
+        self.daemon.after(Changed::Loops).await;
         Ok(status::host_status(
             &host,
             self.daemon.admission.config().to_wire(),
@@ -97,7 +98,7 @@ impl Engine {
         );
         // The loops look again at once (a rule turned off starts a held job now); a hold that
         // still stands is recorded again by their next check.
-        self.changed().await;
+        self.daemon.after(Changed::Loops).await;
         Ok(now)
     }
 
@@ -152,7 +153,7 @@ impl Engine {
             names = ?now.keys().collect::<Vec<_>>(),
             "runner environment changed: runners started from now on get it"
         );
-        self.daemon.publish_status().await;
+        self.daemon.after(Changed::Shown).await;
         Ok(host_env_answer(&now, true))
     }
 }

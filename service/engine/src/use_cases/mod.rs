@@ -9,12 +9,11 @@ mod host;
 mod targets;
 
 use crate::engine::Engine;
-use crate::state::meta;
+use crate::state::{meta, Changed};
 use crate::status::{self, journal_error};
 use crate::MAX_CAPACITY;
 use rm_core::Policy;
 use rm_proto::{ApiError, DoctorReport, PauseState, Peer, Status, TargetStatus, WatchStart};
-use std::sync::Arc;
 
 pub(crate) fn bad(what: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(what.to_string())
@@ -50,22 +49,6 @@ impl Engine {
             .map_err(journal_error)
     }
 
-    pub(crate) async fn changed(&self) {
-        self.daemon.wake.notify_one();
-        self.daemon.publish_status().await;
-    }
-
-    /// The host's set of targets changed, and with it what the GitHub checks may do (a host
-    /// without targets stays off the network): they run again in the background, then status
-    /// is published again.
-    pub(crate) fn recheck_github_later(&self) {
-        let daemon = Arc::clone(&self.daemon);
-        tokio::spawn(async move {
-            daemon.doctor.recheck_github(&daemon).await;
-            daemon.publish_status().await;
-        });
-    }
-
     pub async fn status(&self) -> Result<Status, ApiError> {
         status::build(&self.daemon).await
     }
@@ -83,7 +66,7 @@ impl Engine {
 
     pub async fn host_doctor(&self) -> Result<DoctorReport, ApiError> {
         let report = self.daemon.doctor.run(&self.daemon).await;
-        self.daemon.publish_status().await;
+        self.daemon.after(Changed::Shown).await;
         Ok(report)
     }
 
@@ -145,7 +128,7 @@ impl Engine {
             "launching {}",
             if paused { "paused" } else { "resumed" }
         );
-        self.changed().await;
+        self.daemon.after(Changed::Loops).await;
         Ok(PauseState { paused })
     }
 }

@@ -2,6 +2,7 @@
 
 use super::{bad, check_capacity};
 use crate::engine::Engine;
+use crate::state::Changed;
 use crate::status::{self, journal_error};
 use rm_core::{
     Label, LabelSet, Policy, PolicyId, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
@@ -202,8 +203,7 @@ impl Engine {
             .await
             .map_err(journal_error)?;
         tracing::info!(uid = peer.uid, gh_target = %target, policy = policy.id().get(), "target added");
-        self.recheck_github_later();
-        self.changed().await;
+        self.daemon.after(Changed::Targets).await;
         Ok(status::target_status(&self.daemon, &policy, 0))
     }
 
@@ -323,7 +323,7 @@ impl Engine {
                 .await;
         }
         tracing::info!(uid = peer.uid, gh_target = %target.name, revision = stored.revision(), retry, "target updated");
-        self.changed().await;
+        self.daemon.after(Changed::Loops).await;
         self.view(&stored).await
     }
 
@@ -347,8 +347,7 @@ impl Engine {
                         .map_err(journal_error)?;
                     self.reset_workspaces(id).await;
                     tracing::info!(uid = peer.uid, gh_target = %target.name, "target removed; its runners finish their job first");
-                    self.recheck_github_later();
-                    self.changed().await;
+                    self.daemon.after(Changed::Targets).await;
                     return Ok(());
                 }
                 Err(rm_agent::JournalError::Conflict { .. }) => continue,
@@ -391,7 +390,7 @@ impl Engine {
         let checks = self.daemon.doctor.run_local(capacity).await;
         let sandbox = self.daemon.sandboxes.for_policy(policy.id());
         if let Some(c) = rm_core::first_blocking_for(&checks, &sandbox) {
-            self.daemon.publish_status().await;
+            self.daemon.after(Changed::Shown).await;
             let fix = c
                 .fix
                 .clone()
