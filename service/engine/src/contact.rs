@@ -63,7 +63,7 @@ impl Contact {
         };
         let at = at.to_string();
         if let Err(e) = journal
-            .with(move |j| j.meta_set(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS, &at))
+            .with(move |j| j.meta_set(crate::meta::LAST_GITHUB_CONTACT_MS, &at))
             .await
         {
             tracing::warn!(error = %e, "last GitHub contact not recorded");

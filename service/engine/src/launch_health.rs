@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The journal meta key holding the given-up problems (JSON: policy id → problem).
-const META_KEY: &str = "daemon_launch_problems";
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -170,7 +169,7 @@ impl LaunchProblems {
     /// Adds the given-up problems recorded in the journal (an unreadable record is dropped).
     pub async fn restore(&self, journal: &JournalAdapter) {
         let text = journal
-            .with(|j| j.meta_get(META_KEY))
+            .with(|j| j.meta_get(crate::meta::LAUNCH_PROBLEMS))
             .await
             .ok()
             .flatten()
@@ -306,7 +305,10 @@ impl LaunchProblems {
         };
         if let Some(saved) = saved {
             let text = serde_json::to_string(&saved).unwrap_or_default();
-            if let Err(e) = journal.with(move |j| j.meta_set(META_KEY, &text)).await {
+            if let Err(e) = journal
+                .with(move |j| j.meta_set(crate::meta::LAUNCH_PROBLEMS, &text))
+                .await
+            {
                 tracing::warn!(error = %e, "the launch problems were not recorded");
             }
         }

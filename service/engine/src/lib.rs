@@ -25,6 +25,7 @@ pub mod host_settings;
 mod launch_health;
 mod left_registrations;
 pub mod local_time;
+pub mod meta;
 mod meters;
 pub mod operators;
 pub mod pool_link;

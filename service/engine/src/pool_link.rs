@@ -4,6 +4,7 @@
 //! lease and tells the pool how much room it has.
 
 use super::state::{Changed, Daemon};
+use crate::meta;
 use rm_adapters::pool::{Pool, PoolConfig, PoolHealth};
 use rm_adapters::PoolSlot;
 use rm_agent::JournalPort;
@@ -16,13 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use std::time::Instant;
-
-/// Journal meta keys of the pool (never the password).
-mod meta {
-    pub const URL: &str = "daemon_pool_url";
-    pub const LABEL: &str = "daemon_pool_label";
-    pub const HOST: &str = "daemon_pool_host";
-}
 
 /// The pool's password's own entry in the credential store (beside the GitHub credential).
 pub const SECRET_ACCOUNT: &str = "pool-password";
@@ -105,9 +99,9 @@ impl PoolLink {
             .journal
             .with(|j| {
                 Ok((
-                    j.meta_get(meta::URL)?,
-                    j.meta_get(meta::LABEL)?,
-                    j.meta_get(meta::HOST)?,
+                    j.meta_get(meta::POOL_URL)?,
+                    j.meta_get(meta::POOL_LABEL)?,
+                    j.meta_get(meta::POOL_HOST)?,
                 ))
             })
             .await;
@@ -200,9 +194,9 @@ impl PoolLink {
                 daemon
                     .journal
                     .with(move |j| {
-                        j.meta_set(meta::URL, &u)?;
-                        j.meta_set(meta::LABEL, &l)?;
-                        j.meta_set(meta::HOST, &h)
+                        j.meta_set(meta::POOL_URL, &u)?;
+                        j.meta_set(meta::POOL_LABEL, &l)?;
+                        j.meta_set(meta::POOL_HOST, &h)
                     })
                     .await
                     .map_err(|e| e.to_string())
@@ -236,9 +230,9 @@ impl PoolLink {
         daemon
             .journal
             .with(|j| {
-                j.meta_delete(meta::URL)?;
-                j.meta_delete(meta::LABEL)?;
-                j.meta_delete(meta::HOST)
+                j.meta_delete(meta::POOL_URL)?;
+                j.meta_delete(meta::POOL_LABEL)?;
+                j.meta_delete(meta::POOL_HOST)
             })
             .await
             .map_err(|e| ApiError::internal(format!("the pool settings stay: {e}")))?;

@@ -11,8 +11,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-const META_KEY: &str = "daemon_pending_removals";
-
 #[derive(Debug, Default)]
 pub struct Removals {
     ids: Mutex<BTreeSet<i64>>,
@@ -26,7 +24,7 @@ impl Removals {
     /// The set recorded in the journal (unreadable entries are ignored).
     pub async fn load(journal: &JournalAdapter) -> Removals {
         let text = journal
-            .with(|j| j.meta_get(META_KEY))
+            .with(|j| j.meta_get(crate::meta::PENDING_REMOVALS))
             .await
             .ok()
             .flatten()
@@ -66,7 +64,9 @@ impl Removals {
             ids.insert(id.get());
             encode(&ids)
         };
-        journal.with(move |j| j.meta_set(META_KEY, &text)).await
+        journal
+            .with(move |j| j.meta_set(crate::meta::PENDING_REMOVALS, &text))
+            .await
     }
 
     /// Deletes every policy being removed that has nothing left (no uncleaned attempt);
@@ -118,7 +118,10 @@ impl Removals {
                     encode(&ids)
                 };
                 tracing::info!(policies = ?done, "removed targets have drained; their policies are deleted");
-                if let Err(e) = journal.with(move |j| j.meta_set(META_KEY, &text)).await {
+                if let Err(e) = journal
+                    .with(move |j| j.meta_set(crate::meta::PENDING_REMOVALS, &text))
+                    .await
+                {
                     tracing::warn!(error = %e, "pending removals could not be recorded");
                 }
                 finished

@@ -21,19 +21,7 @@ use rm_proto::WatchMessage;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
-/// Journal meta keys the daemon owns (never secrets).
-pub mod meta {
-    /// The GitHub login the credential belongs to: GitHub's answer to `GET /user`, or the
-    /// signing-in client's word until GitHub has been asked (see `LOGIN_VERIFIED`).
-    pub const LOGIN: &str = "daemon_github_login";
-    /// `1` once `LOGIN` came from GitHub itself. A host without targets stays off the network,
-    /// so it keeps the client's word until its first target exists.
-    pub const LOGIN_VERIFIED: &str = "daemon_github_login_verified";
-    /// When the refresh token runs out (ms since the epoch).
-    pub const SIGN_IN_EXPIRES_MS: &str = "daemon_sign_in_expires_ms";
-    /// `1` while the operator paused launching.
-    pub const PAUSED: &str = "daemon_paused";
-}
+pub use crate::meta;
 
 /// What the binary builds the engine from (`Engine::start` adds the gate, the waker and the
 /// pending removals).

@@ -254,7 +254,7 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
                 policies: j.list_policies()?,
                 counts: j.active_counts_by_policy()?,
                 attempts: j.uncleaned_attempts()?,
-                last_contact: j.meta_get(rm_journal::meta_keys::LAST_GITHUB_CONTACT_MS)?,
+                last_contact: j.meta_get(crate::meta::LAST_GITHUB_CONTACT_MS)?,
                 login: j.meta_get(meta::LOGIN)?,
                 expires: j.meta_get(meta::SIGN_IN_EXPIRES_MS)?,
             })
