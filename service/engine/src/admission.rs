@@ -217,7 +217,8 @@ pub struct Admission {
     /// Changed at run time (`set_config`); read afresh by every check.
     config: Mutex<AdmissionConfig>,
     /// Held while a change is validated, stored and applied, so two changes do not interleave.
-    pub changing: tokio::sync::Mutex<()>,
+    /// Held by `change`, so that the journal and `config` are written in the same order.
+    changing: tokio::sync::Mutex<()>,
     source: MemorySource,
     sources: workstation::Sources,
     /// Why new runners wait because of a workstation rule.
@@ -261,9 +262,31 @@ impl Admission {
         *self.config.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// New settings, in force from the next check (the caller wakes the loops).
-    pub fn set_config(&self, config: AdmissionConfig) {
-        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config;
+    /// Applies a change of the host's settings and rules: checked, written to the journal,
+    /// then in force from the next check (the caller wakes the loops). A refused change
+    /// leaves every setting as it was.
+    pub async fn change(
+        &self,
+        journal: &rm_adapters::JournalAdapter,
+        change: &rm_proto::HostAdmissionChange,
+    ) -> Result<AdmissionConfig, crate::settings::Refusal> {
+        use crate::settings::Refusal;
+        if change.is_empty() {
+            return Err(Refusal::Invalid(
+                "nothing to change: send at least one of memory_admission, runner_memory_mb, \
+                 memory_headroom_mb, wait_on_battery, max_load, quiet_hours, idle_only"
+                    .into(),
+            ));
+        }
+        let _changing = self.changing.lock().await;
+        let next = self
+            .config()
+            .apply(change)
+            .map_err(|e| Refusal::Invalid(format!("{e}: fix the request")))?;
+        let stored = next.to_stored();
+        journal.with(move |j| j.put_host_settings(&stored)).await?;
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = next;
+        Ok(next)
     }
 
     pub fn set_reserved(&self, bytes: u64) {

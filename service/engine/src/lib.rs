@@ -33,6 +33,7 @@ mod removals;
 mod runner_events;
 pub mod sandbox;
 pub mod service_store;
+mod settings;
 mod sign_in;
 pub mod state;
 mod status;

@@ -88,14 +88,15 @@ pub struct Daemon {
     pub meters: Meters,
     /// Whether memory lets new runners start.
     pub admission: Arc<Admission>,
+    /// Launching paused by the operator (its owner: the journal's flag and the gate).
+    pub paused: super::settings::Paused,
     /// The host's runner environment, given to each runner at its spawn (the runner host
-    /// holds a clone: a change reaches the next runner without a restart).
-    pub runner_env: rm_runner::RunnerEnv,
-    /// Held while the runner environment changes, so the journal and `runner_env` are
-    /// written in the same order by concurrent changes.
-    pub env_changing: tokio::sync::Mutex<()>,
+    /// holds a clone of its handle: a change reaches the next runner without a restart).
+    pub runner_env: super::settings::HostEnv,
     /// The caches' settings (shared with the runner host) and, once it exists, the caches.
     pub caches: rm_runner::CacheSettings,
+    /// The host's own cache settings' owner (over a clone of `caches`).
+    pub host_caches: super::settings::HostCaches,
     /// The targets' sandbox choices (shared with the runner host).
     pub sandboxes: rm_runner::sandbox::TargetChoices,
     /// The loops, once they run (`why` reads their last passes).
@@ -111,6 +112,7 @@ impl Daemon {
             journal: parts.journal,
             client: parts.client,
             store: parts.store,
+            paused: super::settings::Paused::new(Arc::clone(&gate)),
             gate,
             wake: Arc::new(Notify::new()),
             removals,
@@ -122,10 +124,10 @@ impl Daemon {
             doctor: parts.doctor,
             meters: Meters::counting_cgroups(parts.job_caps),
             admission: parts.admission,
-            runner_env: parts.runner_env,
+            runner_env: super::settings::HostEnv::new(parts.runner_env),
+            host_caches: super::settings::HostCaches::new(parts.caches.clone()),
             caches: parts.caches,
             sandboxes: parts.sandboxes,
-            env_changing: tokio::sync::Mutex::new(()),
             fleet: std::sync::OnceLock::new(),
             pool: parts.pool,
         }

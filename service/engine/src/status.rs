@@ -286,9 +286,9 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         host: host_status(
             &host,
             daemon.admission.config().to_wire(),
-            &daemon.runner_env,
+            daemon.runner_env.get(),
         ),
-        paused: daemon.gate.paused(),
+        paused: daemon.paused.get(),
         auth: auth_state(
             daemon,
             read.login,

@@ -115,28 +115,11 @@ impl Engine {
         peer: Peer,
         req: rm_proto::HostCachesChange,
     ) -> Result<rm_proto::CachesReport, ApiError> {
-        if req == rm_proto::HostCachesChange::default() {
-            return Err(bad("nothing to change: send cap_bytes and/or tool_cache"));
-        }
-        if let Some(cap) = req.cap_bytes {
-            if cap < rm_core::caches::MIN_CAP_BYTES {
-                return Err(bad(format!(
-                    "cap_bytes {cap} is below the smallest cache size, 64 MiB (67108864): give more"
-                )));
-            }
-        }
-        let settings = rm_journal::HostCacheSettings {
-            cap_bytes: req.cap_bytes.unwrap_or(self.daemon.caches.cap_bytes()),
-            tool_cache: req.tool_cache.unwrap_or(self.daemon.caches.tool_cache()),
-        };
-        let now = chrono::Utc::now().timestamp_millis();
-        self.daemon
-            .journal
-            .with(move |j| j.put_host_cache_settings(settings, now))
-            .await
-            .map_err(journal_error)?;
-        self.daemon.caches.set_cap_bytes(settings.cap_bytes);
-        self.daemon.caches.set_tool_cache(settings.tool_cache);
+        let settings = self
+            .daemon
+            .host_caches
+            .change(&self.daemon.journal, &req)
+            .await?;
         tracing::info!(
             uid = peer.uid,
             cap_bytes = settings.cap_bytes,

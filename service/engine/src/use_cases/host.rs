@@ -1,7 +1,7 @@
 //! The host's own settings: its capacity, memory admission and workstation rules, and the
 //! runner environment.
 
-use super::{bad, check_capacity};
+use super::check_capacity;
 use crate::engine::Engine;
 use crate::state::Changed;
 use crate::status::{self, journal_error};
@@ -9,7 +9,6 @@ use rm_proto::{
     ApiError, EnvVar, HostAdmission, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange,
     HostStatus, Peer,
 };
-use std::sync::Arc;
 
 /// The runner environment as answered: values only when `values` (an operator asks).
 fn host_env_answer(vars: &std::collections::BTreeMap<String, String>, values: bool) -> HostEnv {
@@ -55,7 +54,7 @@ impl Engine {
         Ok(status::host_status(
             &host,
             self.daemon.admission.config().to_wire(),
-            &self.daemon.runner_env,
+            self.daemon.runner_env.get(),
         ))
     }
 
@@ -64,27 +63,12 @@ impl Engine {
         peer: Peer,
         change: HostAdmissionChange,
     ) -> Result<HostAdmission, ApiError> {
-        if change.is_empty() {
-            return Err(bad(
-                "nothing to change: send at least one of memory_admission, runner_memory_mb, \
-                 memory_headroom_mb, wait_on_battery, max_load, quiet_hours, idle_only",
-            ));
-        }
-        let admission = Arc::clone(&self.daemon.admission);
-        let _changing = admission.changing.lock().await;
-        // Validated before anything is written: a refused change leaves every setting as it was.
-        let next = admission
-            .config()
-            .apply(&change)
-            .map_err(|e| bad(format!("{e}: fix the request")))?;
-        let stored = next.to_stored();
-        self.daemon
-            .journal
-            .with(move |j| j.put_host_settings(&stored))
-            .await
-            .map_err(journal_error)?;
-        admission.set_config(next);
-        let now = next.to_wire();
+        let now = self
+            .daemon
+            .admission
+            .change(&self.daemon.journal, &change)
+            .await?
+            .to_wire();
         tracing::info!(
             uid = peer.uid,
             memory_admission = now.memory_admission,
@@ -120,31 +104,13 @@ impl Engine {
         peer: Peer,
         change: HostEnvChange,
     ) -> Result<HostEnv, ApiError> {
-        if change.is_empty() {
-            return Err(bad(
-                "nothing to change: send set (an object of NAME: VALUE) and/or unset (a list of \
-                 names)",
-            ));
-        }
-        let _changing = self.daemon.env_changing.lock().await;
         let set_names: Vec<String> = change.set.keys().cloned().collect();
         let unset_names = change.unset.clone();
-        // The journal checks the change whole against what is stored, in its write
-        // transaction: a refused change stores nothing, and its error names no value.
         let now = self
             .daemon
-            .journal
-            .with(
-                move |j| match j.change_runner_env(&change.set, &change.unset) {
-                    Ok(now) => Ok(Ok(now)),
-                    Err(rm_journal::JournalError::InvalidInput { reason, .. }) => Ok(Err(reason)),
-                    Err(other) => Err(other),
-                },
-            )
-            .await
-            .map_err(journal_error)?
-            .map_err(|reason| bad(format!("{reason} (nothing was changed)")))?;
-        self.daemon.runner_env.set(now.clone());
+            .runner_env
+            .change(&self.daemon.journal, change)
+            .await?;
         // Names only: values are never logged.
         tracing::info!(
             uid = peer.uid,

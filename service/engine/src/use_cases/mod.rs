@@ -9,7 +9,7 @@ mod host;
 mod targets;
 
 use crate::engine::Engine;
-use crate::state::{meta, Changed};
+use crate::state::Changed;
 use crate::status::{self, journal_error};
 use crate::MAX_CAPACITY;
 use rm_core::Policy;
@@ -115,13 +115,10 @@ impl Engine {
         peer: Peer,
         paused: bool,
     ) -> Result<PauseState, ApiError> {
-        let value = if paused { "1" } else { "0" };
         self.daemon
-            .journal
-            .with(move |j| j.meta_set(meta::PAUSED, value))
-            .await
-            .map_err(journal_error)?;
-        self.daemon.gate.set_paused(paused);
+            .paused
+            .change(&self.daemon.journal, paused)
+            .await?;
         tracing::info!(
             uid = peer.uid,
             paused,
