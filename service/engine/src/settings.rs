@@ -160,3 +160,129 @@ impl HostCaches {
         Ok(next)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal(dir: &tempfile::TempDir) -> JournalAdapter {
+        let j = rm_journal::Journal::open(dir.path().join("journal.sqlite3")).expect("opens");
+        JournalAdapter::new(j)
+    }
+
+    fn set(name: &str, value: &str) -> HostEnvChange {
+        HostEnvChange {
+            set: [(name.to_owned(), value.to_owned())].into(),
+            unset: Vec::new(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_env_changes_leave_the_journal_and_the_runners_copy_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal(&dir);
+        let env = Arc::new(HostEnv::new(RunnerEnv::default()));
+        let mut changes = tokio::task::JoinSet::new();
+        for i in 0..24 {
+            let (env, journal) = (Arc::clone(&env), journal.clone());
+            changes.spawn(async move {
+                // Each writes the same name: the last writer must win in both copies.
+                env.change(&journal, set("PROXY", &format!("http://p{i}")))
+                    .await
+                    .expect("a valid change is stored")
+            });
+        }
+        while let Some(done) = changes.join_next().await {
+            done.unwrap();
+        }
+        let stored = journal.with(|j| j.runner_env()).await.unwrap();
+        let memory: BTreeMap<String, String> = env.get().get().iter().cloned().collect();
+        assert_eq!(stored, memory, "the memory copy is the journal's");
+    }
+
+    #[tokio::test]
+    async fn a_refused_env_change_leaves_both_copies_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal(&dir);
+        let env = HostEnv::new(RunnerEnv::default());
+        env.change(&journal, set("PROXY", "http://p"))
+            .await
+            .unwrap();
+        let refused = env.change(&journal, set("lower case", "x")).await;
+        assert!(
+            matches!(&refused, Err(Refusal::Invalid(why)) if why.contains("nothing was changed")),
+            "{refused:?}"
+        );
+        let empty = env
+            .change(
+                &journal,
+                HostEnvChange {
+                    set: Default::default(),
+                    unset: Vec::new(),
+                },
+            )
+            .await;
+        assert!(matches!(empty, Err(Refusal::Invalid(_))), "{empty:?}");
+        let stored = journal.with(|j| j.runner_env()).await.unwrap();
+        let want: BTreeMap<String, String> = [("PROXY".to_owned(), "http://p".to_owned())].into();
+        assert_eq!(stored, want);
+        let memory: BTreeMap<String, String> = env.get().get().iter().cloned().collect();
+        assert_eq!(memory, want);
+    }
+
+    #[tokio::test]
+    async fn pausing_writes_the_journal_and_the_gate_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal(&dir);
+        let gate = Arc::new(Gate::default());
+        let paused = Paused::new(Arc::clone(&gate));
+        assert!(!paused.get());
+        paused.change(&journal, true).await.unwrap();
+        assert!(gate.paused() && paused.get());
+        let stored = journal.with(|j| j.meta_get(meta::PAUSED)).await.unwrap();
+        assert_eq!(stored.as_deref(), Some("1"));
+        paused.change(&journal, false).await.unwrap();
+        let stored = journal.with(|j| j.meta_get(meta::PAUSED)).await.unwrap();
+        assert_eq!(stored.as_deref(), Some("0"));
+        assert!(!gate.paused());
+    }
+
+    #[tokio::test]
+    async fn a_cache_cap_below_the_smallest_is_refused_and_nothing_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal(&dir);
+        let settings = CacheSettings::default();
+        let caches = HostCaches::new(settings.clone());
+        let before = (settings.cap_bytes(), settings.tool_cache());
+        let refused = caches
+            .change(
+                &journal,
+                &HostCachesChange {
+                    cap_bytes: Some(1),
+                    tool_cache: Some(!before.1),
+                },
+            )
+            .await;
+        assert!(matches!(refused, Err(Refusal::Invalid(_))), "{refused:?}");
+        assert_eq!((settings.cap_bytes(), settings.tool_cache()), before);
+        let cap = rm_core::caches::MIN_CAP_BYTES * 2;
+        let now = caches
+            .change(
+                &journal,
+                &HostCachesChange {
+                    cap_bytes: Some(cap),
+                    tool_cache: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!((now.cap_bytes, now.tool_cache), (cap, before.1));
+        assert_eq!(
+            settings.cap_bytes(),
+            cap,
+            "the runner host's handle sees it"
+        );
+        let stored = journal.with(|j| j.host_cache_settings()).await.unwrap();
+        assert_eq!(stored.cap_bytes, cap);
+    }
+}
