@@ -170,7 +170,36 @@ async fn host_capacity_is_explained_where_it_limits() {
             && added.contains("runner-manager host set-capacity 3"),
         "{added}"
     );
+    // The target's status carries the same note while the host's ceiling is below it, and
+    // a target added without a maximum gets the host's capacity from the service.
+    let note_of = |list: &serde_json::Value, name: &str| {
+        list.as_array()
+            .and_then(|l| l.iter().find(|t| t["target"] == name))
+            .map(|t| t["capacity_note"].clone())
+    };
+    d.ok(&["repo", "add", "octo/other", "--disabled"]).await;
+    let list: serde_json::Value =
+        serde_json::from_str(&d.ok(&["repo", "list", "--json"]).await).unwrap();
+    let note = note_of(&list, "octo/hello").expect("listed");
+    assert!(
+        note.as_str()
+            .is_some_and(|n| n.contains("host set-capacity 3")),
+        "{list}"
+    );
+    let other = list
+        .as_array()
+        .and_then(|l| l.iter().find(|t| t["target"] == "octo/other"))
+        .expect("listed");
+    assert_eq!(other["max_capacity"], 1, "the host's capacity: {list}");
+    assert!(other["capacity_note"].is_null(), "{list}");
     d.ok(&["host", "set-capacity", "3"]).await;
+    let list: serde_json::Value =
+        serde_json::from_str(&d.ok(&["repo", "list", "--json"]).await).unwrap();
+    assert_eq!(
+        note_of(&list, "octo/hello"),
+        Some(serde_json::Value::Null),
+        "{list}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&d.ok(&["host", "show", "--json"]).await).unwrap();
     assert!(

@@ -292,6 +292,23 @@ async fn bad_pool_input_is_refused_with_the_fix_and_the_host_keeps_serving_its_o
             && said.contains("pool join"),
         "{said}"
     );
+    // `repo add --pool` asks the service, which says the same and adds nothing.
+    let o = run_stdin(&d, &["repo", "add", "octo/other", "--pool"], None).await;
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(2)
+            && said.contains("this host is in no pool")
+            && said.contains("pool join"),
+        "{:?}: {said}",
+        o.status.code()
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&d.ok(&["repo", "list", "--json"]).await).unwrap();
+    assert!(
+        list.as_array()
+            .is_some_and(|l| l.iter().all(|t| t["target"] != "octo/other")),
+        "{list}"
+    );
 
     // The host kept serving its own target all along.
     gh.queue_run(

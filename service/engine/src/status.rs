@@ -51,7 +51,14 @@ pub fn host_status(
     }
 }
 
-pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetStatus {
+/// A target as status and the target answers show it; `host_capacity` is what this host runs
+/// at once over all targets (a higher maximum gets a note with the fix).
+pub fn target_status(
+    daemon: &Daemon,
+    policy: &Policy,
+    active: u32,
+    host_capacity: u32,
+) -> TargetStatus {
     // Every label the runners register with, the routing label first (as the offline view
     // and `repo add`'s routing-label line expect).
     let labels = policy.labels().to_strings();
@@ -110,7 +117,22 @@ pub fn target_status(daemon: &Daemon, policy: &Policy, active: u32) -> TargetSta
                 warning: choice.warning(),
             }
         },
+        pool_label: daemon
+            .pool
+            .pool()
+            .map(|p| p.label().to_owned())
+            .filter(|l| policy.labels().to_strings().iter().any(|t| t == l)),
+        capacity_note: capacity_note(policy.max_capacity(), host_capacity),
     }
+}
+
+/// What a maximum above the host's capacity means, with the fix ("why only one runner?").
+pub fn capacity_note(max: Option<u32>, host_capacity: u32) -> Option<String> {
+    let max = max.filter(|m| *m > host_capacity)?;
+    Some(format!(
+        "this host runs at most {host_capacity} runner(s) at once over all targets; to run \
+         {max} here, raise it with `runner-manager host set-capacity {max}`"
+    ))
 }
 
 fn runner_status(
@@ -276,7 +298,10 @@ pub async fn build(daemon: &Daemon) -> Result<Status, ApiError> {
         .policies
         .iter()
         .filter(|p| !daemon.removals.contains(p.id()))
-        .map(|p| target_status(daemon, p, read.counts.get(&p.id()).copied().unwrap_or(0)))
+        .map(|p| {
+            let active = read.counts.get(&p.id()).copied().unwrap_or(0);
+            target_status(daemon, p, active, host.capacity)
+        })
         .collect();
     let queued = targets.iter().any(|t| t.demand.queued > 0);
     let mut distinct: Vec<&str> = target_of.values().map(String::as_str).collect();

@@ -24,7 +24,8 @@ pub struct CredentialPut {
 }
 
 /// `POST /v1/targets`: serve a repository (`owner/repo`) or an organization (`org`).
-/// Omitted fields take the service's defaults (default profile, monitor only, enabled).
+/// Omitted fields take the service's defaults (default profile, monitor only unless
+/// `up_to_host`, enabled).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetAdd {
@@ -39,6 +40,14 @@ pub struct TargetAdd {
     pub labels: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// Without `max_capacity`: up to the host's capacity (the CLI's and the tray's default)
+    /// rather than monitor only. The service fills it in, so that the client need not ask.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub up_to_host: bool,
+    /// Also register with the label of the pool this host joined (refused when it is in
+    /// none): jobs asking for it may run on any host of the pool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pool: bool,
 }
 
 /// `PATCH /v1/targets/{kind}/{name}`: change a target if it is still at `revision`

@@ -429,6 +429,14 @@ pub struct TargetStatus {
     /// this target) and Docker (only if turned on).
     #[serde(default)]
     pub sandbox: TargetSandbox,
+    /// The label of the pool this host joined, when this target's runners register with it:
+    /// jobs asking for it may run on any host of the pool. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_label: Option<String>,
+    /// When the target's maximum is above what this host runs at once over all targets: what
+    /// that means and the fix. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_note: Option<String>,
 }
 
 /// A target's sandbox choices, as the local API shows them.

@@ -62,19 +62,12 @@ pub async fn add_target(
 ) -> Answer<TargetStatus> {
     let name = target_ref(&target)?;
     let client = service::client(&app.state::<Shared>()).await?;
-    let max_capacity = if monitor_only {
-        None
-    } else {
-        // Absent means monitor only on the wire; the default is the host's capacity.
-        Some(match max_runners {
-            Some(n) => n,
-            None => client.status().await?.host.capacity.max(1),
-        })
-    };
+    // Without a maximum the service fills in the host's capacity (monitor only: none).
     let request = TargetAdd {
         target: name.name.clone(),
-        max_capacity,
+        max_capacity: max_runners.filter(|_| !monitor_only),
         enabled: Some(true),
+        up_to_host: !monitor_only,
         ..TargetAdd::default()
     };
     Ok(client.add_target(&request).await?)

@@ -1041,8 +1041,7 @@ fn target_ref(text: &str, org: bool) -> Result<rm_proto::TargetRef, Failure> {
     rm_proto::TargetRef::parse(text).map_err(|e| Failure::usage(e.to_string()))
 }
 
-/// Adds the label of the pool this host joined to `labels` (once).
-/// Adds the label of the pool this host joined to `labels`; answers it.
+/// Adds the label of the pool this host joined to `labels` (once); answers it.
 fn with_pool_label(labels: &mut Vec<String>, api: &ApiBackend) -> Result<String, Failure> {
     let Some(pool) = api.status()?.pool else {
         return Err(Failure::usage(
@@ -1079,6 +1078,7 @@ fn api_target_command(
         TargetCommand::Add(a) => {
             let target = target_ref(&a.target.target, org)?;
             let profile = parse_profile(&a.target.profile)?;
+            // One round trip: the service fills in the default maximum and the pool's label.
             let req = rm_proto::TargetAdd {
                 target: target.name.clone(),
                 profile: (profile.as_str() != "default").then(|| profile.as_str().to_owned()),
@@ -1086,51 +1086,21 @@ fn api_target_command(
                 min_capacity: (a.min_runners > 0).then_some(a.min_runners),
                 labels: label_texts(&a.labels)?,
                 enabled: Some(!a.disabled),
+                up_to_host: !a.monitor_only,
+                pool: a.pool,
             };
-            let api = ApiBackend::connect(socket)?;
-            let mut req = req;
-            let pool_label = if a.pool {
-                let mut labels = req.labels.take().unwrap_or_default();
-                let label = with_pool_label(&mut labels, &api)?;
-                req.labels = Some(labels);
-                Some(label)
-            } else {
-                None
-            };
-            if req.max_capacity.is_none() && !a.monitor_only {
-                // Absent means "monitor only" on the wire; the CLI's default is the host's
-                // capacity (as when the journal was edited directly).
-                req.max_capacity = Some(api.status()?.host.capacity.max(1));
-            }
-            // No maximum on the wire is monitor-only already.
-            let added = api.add_target(&req)?;
-            let routing = match added.labels.first() {
-                Some(l) if l.starts_with("rm-") => l.clone(),
-                _ => {
-                    let host = api.status()?.host.routing_label;
-                    if profile.as_str() == "default" {
-                        host
-                    } else {
-                        format!("{host}-{}", profile.as_str())
-                    }
-                }
-            };
-            match &pool_label {
+            let added = ApiBackend::connect(socket)?.add_target(&req)?;
+            match (&added.pool_label, added.labels.first()) {
                 // Jobs for the pool ask for its label: any host of the pool may take them.
-                Some(label) => output::print_api_added_to_pool(&added, label),
-                None => output::print_api_added(&added, &routing),
+                (Some(label), _) if a.pool => output::print_api_added_to_pool(&added, label),
+                // The service lists the routing label first.
+                (_, Some(routing)) => output::print_api_added(&added, routing),
+                (_, None) => output::print_api_added(&added, "(none)"),
             }
             // A per-target maximum above the host's ceiling is a surprise later ("why only one
             // runner?"): say it now, with the fix.
-            if let Some(max) = added.max_capacity {
-                let host = api.status()?.host;
-                if max > host.capacity {
-                    println!(
-                        "note: this host runs at most {} runner(s) at once over all targets; to \
-                         run {max} here, raise it with `runner-manager host set-capacity {max}`",
-                        host.capacity
-                    );
-                }
+            if let Some(note) = &added.capacity_note {
+                println!("note: {note}");
             }
             Ok(())
         }

@@ -118,7 +118,13 @@ impl Engine {
             .with(move |j| j.active_count(id))
             .await
             .map_err(journal_error)?;
-        Ok(status::target_status(&self.daemon, policy, active))
+        let capacity = self.host().await?.capacity;
+        Ok(status::target_status(
+            &self.daemon,
+            policy,
+            active,
+            capacity,
+        ))
     }
 
     /// Deletes a target's saved workspaces (a runner using one now saves nothing when it
@@ -157,16 +163,35 @@ impl Engine {
         }
         let min = req.min_capacity.unwrap_or(0);
         check_capacity(min, "min_capacity", 0)?;
-        let extra = parse_labels(req.labels.as_deref().unwrap_or_default())?;
+        let mut extra = parse_labels(req.labels.as_deref().unwrap_or_default())?;
+        if req.pool {
+            let Some(pool) = self.daemon.pool.pool() else {
+                return Err(bad(
+                    "this host is in no pool: join one first (`runner-manager pool join \
+                     postgres://USER@HOST/DATABASE --label LABEL --password-stdin`), or give the \
+                     pool's label with `--label LABEL`",
+                ));
+            };
+            let label = Label::new(pool.label())
+                .map_err(|e| ApiError::internal(format!("the pool's label is unusable: {e}")))?;
+            if !extra.contains(&label) {
+                extra.push(label);
+            }
+        }
         let host = self.host().await?;
         let routing = host.routing_label(&RoutingPrefix::default(), &profile);
         let labels = LabelSet::new(std::iter::once(routing).chain(extra))
             .map_err(|e| bad(format!("{e}: send fewer labels")))?;
+        // The clients' default maximum, filled in here so that they need not ask for it.
+        let max_capacity = match req.max_capacity {
+            None if req.up_to_host => Some(host.capacity.max(1)),
+            given => given,
+        };
         let spec = PolicySpec {
             target: target.clone(),
             profile: profile.clone(),
             enabled: req.enabled.unwrap_or(true),
-            max_capacity: req.max_capacity,
+            max_capacity,
             min_capacity: min,
             labels,
             workspace_mode: WorkspaceMode::Ephemeral,
@@ -204,7 +229,12 @@ impl Engine {
             .map_err(journal_error)?;
         tracing::info!(uid = peer.uid, gh_target = %target, policy = policy.id().get(), "target added");
         self.daemon.after(Changed::Targets).await;
-        Ok(status::target_status(&self.daemon, &policy, 0))
+        Ok(status::target_status(
+            &self.daemon,
+            &policy,
+            0,
+            host.capacity,
+        ))
     }
 
     pub async fn update_target(

@@ -71,6 +71,8 @@ fn target(name: &str) -> TargetStatus {
         workspace: Workspace::Ephemeral,
         saved_workspaces: 0,
         sandbox: Default::default(),
+        pool_label: None,
+        capacity_note: None,
     }
 }
 

@@ -84,6 +84,8 @@ pub fn sample_target(name: &str, revision: u64) -> TargetStatus {
         workspace: Workspace::Ephemeral,
         saved_workspaces: 0,
         sandbox: Default::default(),
+        pool_label: None,
+        capacity_note: None,
     }
 }
 
