@@ -269,8 +269,8 @@ impl Admission {
         &self,
         journal: &rm_adapters::JournalAdapter,
         change: &rm_proto::HostAdmissionChange,
-    ) -> Result<AdmissionConfig, crate::settings::Refusal> {
-        use crate::settings::Refusal;
+    ) -> Result<AdmissionConfig, crate::wire::Refusal> {
+        use crate::wire::Refusal;
         if change.is_empty() {
             return Err(Refusal::Invalid(
                 "nothing to change: send at least one of memory_admission, runner_memory_mb, \

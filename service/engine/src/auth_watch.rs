@@ -3,9 +3,9 @@
 //! service holds (`GET /user`) when only the signing-in client's word is known. A host without
 //! targets stays off the network, so the login waits for the first target.
 
-use super::state::{meta, Changed, Daemon};
-use super::watchers::now;
-use rm_proto::{Event, WatchMessage};
+use super::changes::Changed;
+use super::doctor::has_targets;
+use super::state::{meta, Daemon};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ pub async fn watch_auth(daemon: Arc<Daemon>, every: Duration) {
             next_ask = Instant::now() + LOGIN_RETRY;
             if login_verified(&daemon).await {
                 login_known = true;
-            } else if !has_targets(&daemon).await {
+            } else if !has_targets(&daemon.journal).await {
                 next_ask = Instant::now() + TARGETS_RECHECK;
             } else if let Some(login) = learn_login(&daemon).await {
                 login_known = store_login(&daemon, &login).await;
@@ -43,17 +43,6 @@ pub async fn watch_auth(daemon: Arc<Daemon>, every: Duration) {
         last = now;
         daemon.after(Changed::Auth).await;
     }
-}
-
-/// Whether the journal has any policy: without one the host opens no network connection.
-/// A failed read counts as none (asking GitHub can wait for the next look).
-pub async fn has_targets(daemon: &Daemon) -> bool {
-    daemon
-        .journal
-        .with(|j| j.list_policies())
-        .await
-        .map(|p| !p.is_empty())
-        .unwrap_or(false)
 }
 
 fn is_signed_in(state: &rm_github::AuthState) -> bool {
@@ -115,32 +104,4 @@ async fn store_login(daemon: &Daemon, login: &str) -> bool {
             false
         }
     }
-}
-
-/// Tells watchers about the current auth state (the events; `Daemon::after` then publishes
-/// the status).
-pub async fn tell_auth(daemon: &Daemon) {
-    let at = now();
-    let (login, expires) = daemon
-        .journal
-        .with(|j| {
-            Ok((
-                j.meta_get(meta::LOGIN)?,
-                j.meta_get(meta::SIGN_IN_EXPIRES_MS)?,
-            ))
-        })
-        .await
-        .unwrap_or((None, None));
-    let auth = super::status::auth_state(daemon, login, expires.and_then(|e| e.parse().ok()));
-    if let rm_proto::AuthState::SignInRequired { reason } = &auth {
-        daemon.watchers.publish(WatchMessage::Event {
-            event: Event::SignInRequired {
-                at,
-                reason: reason.clone(),
-            },
-        });
-    }
-    daemon.watchers.publish(WatchMessage::Event {
-        event: Event::AuthChanged { at, auth },
-    });
 }

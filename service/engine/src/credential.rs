@@ -1,11 +1,13 @@
 //! Taking a new GitHub credential: one path for a credential a client hands over
 //! (`POST /v1/credential`) and for the one the service's own sign-in receives
-//! ([`super::sign_in`]). The client stores it (the credential store of the start mode) and uses
+//! (the service's own sign-in). The client stores it (the credential store of the start mode) and uses
 //! it at once; the journal records whose it is; policies parked by a refused credential resume.
 
-use super::auth_watch::{has_targets, learn_login};
-use super::state::{meta, Changed, Daemon};
-use super::status::journal_error;
+use super::auth_watch::learn_login;
+use super::changes::Changed;
+use super::doctor::has_targets;
+use super::state::{meta, Daemon};
+use crate::wire::journal_error;
 use rm_core::PolicyState;
 use rm_proto::ApiError;
 use std::sync::Arc;
@@ -45,7 +47,7 @@ pub async fn store(
         })?;
     let ask = match ask {
         AskGitHub::Always => true,
-        AskGitHub::IfServing => has_targets(daemon).await,
+        AskGitHub::IfServing => has_targets(&daemon.journal).await,
     };
     let learnt = if ask { learn_login(daemon).await } else { None };
     let verified = if learnt.is_some() { "1" } else { "0" };

@@ -7,8 +7,9 @@
 //! GitHub is asked with `GET /rate_limit`, which GitHub does not charge, and only while the
 //! host has a target: a host without targets stays off the network.
 
-use super::state::Daemon;
+use rm_adapters::JournalAdapter;
 use rm_core::{CheckState, HostCheck};
+use rm_github::GitHubClient;
 use rm_github::{AuthState, GitHubError};
 use rm_proto::{DoctorReport, UnixMillis};
 use rm_runner::{Platform, RunnerHostConfig};
@@ -83,10 +84,10 @@ fn sign_in() -> Option<String> {
 }
 
 /// `github_reachable` and `github_credential`, asking GitHub at most once (for free).
-pub async fn github_checks(daemon: &Daemon, has_targets: bool) -> Vec<HostCheck> {
-    let api = daemon.client.config().endpoints.api().to_string();
+pub async fn github_checks(client: &GitHubClient, has_targets: bool) -> Vec<HostCheck> {
+    let api = client.config().endpoints.api().to_string();
     let skipped = |id, why: &str| check(id, CheckState::Skipped, why.to_string(), None);
-    match daemon.client.auth_state() {
+    match client.auth_state() {
         AuthState::SignedOut => {
             return vec![
                 skipped(
@@ -126,7 +127,7 @@ pub async fn github_checks(daemon: &Daemon, has_targets: bool) -> Vec<HostCheck>
         ];
     }
     let answered = |detail: String| check(GITHUB_REACHABLE, CheckState::Pass, detail, None);
-    match tokio::time::timeout(PROBE_DEADLINE, daemon.client.rate_limit()).await {
+    match tokio::time::timeout(PROBE_DEADLINE, client.rate_limit()).await {
         Ok(Ok(rate)) => {
             let left = rate.map_or_else(String::new, |r| {
                 format!("; {} of {} requests left this hour", r.remaining, r.limit)
@@ -239,9 +240,9 @@ impl Doctor {
     /// Runs the GitHub checks again: what they depend on (the credential, whether the host has
     /// targets) changed, and status must never show the verdict on the old one. Without an
     /// answer within a few seconds the credential shows as not checked yet.
-    pub async fn recheck_github(&self, daemon: &Daemon) {
-        let has_targets = super::auth_watch::has_targets(daemon).await;
-        match tokio::time::timeout(RECHECK_DEADLINE, github_checks(daemon, has_targets)).await {
+    pub async fn recheck_github(&self, client: &GitHubClient, journal: &JournalAdapter) {
+        let has_targets = has_targets(journal).await;
+        match tokio::time::timeout(RECHECK_DEADLINE, github_checks(client, has_targets)).await {
             Ok(checks) => self.merge(&checks),
             Err(_) => self.merge(&[check(
                 GITHUB_CREDENTIAL,
@@ -286,9 +287,8 @@ impl Doctor {
     }
 
     /// Every check, run now; the results become what `status` shows.
-    pub async fn run(&self, daemon: &Daemon) -> DoctorReport {
-        let (capacity, has_targets) = daemon
-            .journal
+    pub async fn run(&self, client: &GitHubClient, journal: &JournalAdapter) -> DoctorReport {
+        let (capacity, has_targets) = journal
             .with(|j| {
                 let capacity = j.get_host()?.map_or(1, |r| r.host.capacity);
                 Ok((capacity, !j.list_policies()?.is_empty()))
@@ -296,7 +296,7 @@ impl Doctor {
             .await
             .unwrap_or((1, false));
         let mut checks = self.run_local(capacity).await;
-        let github = github_checks(daemon, has_targets).await;
+        let github = github_checks(client, has_targets).await;
         self.merge(&github);
         checks.extend(github);
         let at = now();
@@ -307,16 +307,12 @@ impl Doctor {
     }
 }
 
-/// The doctor at start: results for `status` before the first launch, a warning in the log
-/// for each failed required check.
-pub async fn run_at_start(daemon: std::sync::Arc<Daemon>) {
-    let report = daemon.doctor.run(&daemon).await;
-    for c in report
-        .checks
-        .iter()
-        .filter(|c| c.required && c.state == rm_proto::CheckState::Fail)
-    {
-        tracing::warn!(check = %c.id, detail = %c.detail, fix = ?c.fix, "host check failed");
-    }
-    daemon.publish_status().await;
+/// Whether the journal has any policy: without one the host opens no network connection.
+/// A failed read counts as none (asking GitHub can wait for the next look).
+pub async fn has_targets(journal: &JournalAdapter) -> bool {
+    journal
+        .with(|j| j.list_policies())
+        .await
+        .map(|p| !p.is_empty())
+        .unwrap_or(false)
 }

@@ -74,7 +74,7 @@ impl Engine {
         gate.set_paused(start.paused);
         let removals = Arc::new(Removals::load(&start.parts.journal).await);
         let daemon = Arc::new(Daemon::new(start.parts, gate, removals));
-        daemon.pool.restore(&daemon).await;
+        daemon.pool.restore(&daemon.journal).await;
         for (policy, own) in start.own_admission {
             daemon.admission.set_own(policy, own);
         }
@@ -90,19 +90,19 @@ impl Engine {
         };
         let d = || Arc::clone(&engine.daemon);
         // The host checks at start: `status` names an unfit host before anything is launched.
-        let start_checks = crate::doctor::run_at_start(d());
+        let start_checks = doctor_at_start(d());
         // Auth changes inside the client (a renewal GitHub refused) reach watchers within
         // this; `status` reads the client directly, so only the watch stream waits for it.
         let auth = crate::auth_watch::watch_auth(d(), start.auth_every);
         // GitHub's health reaches watchers as it changes (the client signals it).
         let health = crate::health_watch::watch_health(d());
         // Live usage of the runners' process trees, sampled while any runs.
-        let meter = crate::meters::run(d());
+        let meter = crate::meter_task::run(d());
         // A start held back for memory is looked at again every 2 s until it fits.
         let recheck = admission_recheck(d());
         // This host's lease in its pool, and its news, while it is in one.
-        let heartbeat = crate::pool_link::heartbeat(d());
-        let news = crate::pool_link::news(d());
+        let heartbeat = crate::pool_tasks::heartbeat(d());
+        let news = crate::pool_tasks::news(d());
         tasks.spawn(start_checks);
         tasks.spawn(auth);
         tasks.spawn(health);
@@ -228,4 +228,18 @@ async fn admission_recheck(daemon: Arc<Daemon>) {
             daemon.publish_status().await;
         }
     }
+}
+
+/// The doctor at start: results for `status` before the first launch, a warning in the log
+/// for each failed required check.
+async fn doctor_at_start(daemon: Arc<Daemon>) {
+    let report = daemon.doctor.run(&daemon.client, &daemon.journal).await;
+    for c in report
+        .checks
+        .iter()
+        .filter(|c| c.required && c.state == rm_proto::CheckState::Fail)
+    {
+        tracing::warn!(check = %c.id, detail = %c.detail, fix = ?c.fix, "host check failed");
+    }
+    daemon.publish_status().await;
 }

@@ -2,8 +2,8 @@
 //! bounded, each with the fix in words. It learns from the agent's events and announces each
 //! new failure on the watch stream (`runner_failed`), once per attempt and reason.
 
-use super::status::via;
 use super::watchers::Watchers;
+use crate::wire::via;
 use rm_agent::{AgentEvent, EventKind};
 use rm_core::{AttemptId, FailureReason, Outcome};
 use rm_proto::{Event, Failure, UnixMillis};

@@ -10,6 +10,7 @@
 
 pub mod admission;
 mod auth_watch;
+mod changes;
 mod contact;
 mod credential;
 mod demand_view;
@@ -26,9 +27,11 @@ mod launch_health;
 mod left_registrations;
 pub mod local_time;
 pub mod meta;
+mod meter_task;
 mod meters;
 pub mod operators;
 pub mod pool_link;
+mod pool_tasks;
 mod removals;
 mod runner_events;
 pub mod sandbox;
@@ -42,6 +45,7 @@ mod system_bus;
 mod use_cases;
 pub mod watchers;
 mod why;
+mod wire;
 pub mod workstation;
 
 pub use admission::AdmissionConfig;

@@ -6,19 +6,18 @@
 //!
 //! `status` shows each runner's usage; the watch stream gets it at most every 10 s.
 
-use super::state::Daemon;
-use rm_core::{Attempt, AttemptId, AttemptState, Outcome, PolicyId, ProcessIdentity};
+use rm_core::{Attempt, AttemptId, AttemptState, PolicyId, ProcessIdentity};
 use rm_proto::RunnerUsage;
 use rm_runner::meter::{sample_in, AttemptMeter, MeterError, MeterSummary, Snapshot, TreeState};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// How often live runners are sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
 /// Every how many samples the watch stream hears of the new figures.
-const PUBLISH_EVERY_TICKS: u64 = 5;
+pub(crate) const PUBLISH_EVERY_TICKS: u64 = 5;
 
 /// One metered attempt.
 struct Entry {
@@ -206,6 +205,18 @@ impl Meters {
     }
 
     /// How many attempts are followed now.
+    /// Waits for `poke` (the sampler sleeps while no runner lives).
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Notes that this platform cannot meter; true the first time (to log it once).
+    pub(crate) fn mark_unsupported(&self) -> bool {
+        !self
+            .unsupported
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn followed(&self) -> usize {
         self.entries().len()
     }
@@ -219,7 +230,7 @@ pub struct Holder {
 }
 
 /// The attempts that hold a runner slot now, process or not.
-fn holders_of(attempts: &[Attempt]) -> Vec<Holder> {
+pub(crate) fn holders_of(attempts: &[Attempt]) -> Vec<Holder> {
     attempts
         .iter()
         .filter(|a| a.counts_against_capacity())
@@ -230,16 +241,8 @@ fn holders_of(attempts: &[Attempt]) -> Vec<Holder> {
         .collect()
 }
 
-/// Tells admission what the attempts holding a slot are still expected to grow to.
-fn publish_reserved(daemon: &Daemon, holding: &[Holder]) {
-    let reserved = daemon
-        .meters
-        .reserved(holding, |policy| daemon.admission.expected(Some(policy)));
-    daemon.admission.set_reserved(reserved);
-}
-
 /// The attempts with a runner process now.
-fn live_of(attempts: &[Attempt]) -> Vec<Live> {
+pub(crate) fn live_of(attempts: &[Attempt]) -> Vec<Live> {
     attempts
         .iter()
         .filter(|a| a.state().has_process())
@@ -254,143 +257,10 @@ fn live_of(attempts: &[Attempt]) -> Vec<Live> {
         .collect()
 }
 
-/// Journals what an attempt that ran a job used (its policy's peaks drive admission); a
-/// runner that failed before any job is not a job's usage.
-async fn record(daemon: &Daemon, e: Ended) {
-    let id = e.attempt.clone();
-    let outcome = daemon
-        .journal
-        .with(move |j| j.get_attempt(&id))
-        .await
-        .ok()
-        .flatten()
-        .and_then(|a| a.outcome());
-    let ran_job = e.ran_job || outcome == Some(Outcome::CompletedJob);
-    let s = &e.summary;
-    tracing::info!(
-        attempt = %e.attempt,
-        ran_job,
-        peak_rss_bytes = s.peak_rss_bytes,
-        cpu_ms = s.cpu.as_millis(),
-        average_millicores = s.average_millicores,
-        busiest_millicores = s.busiest_millicores,
-        "runner usage"
-    );
-    if !ran_job || s.samples == 0 {
-        return;
-    }
-    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let usage = rm_journal::AttemptUsage {
-        attempt_id: e.attempt.clone(),
-        policy_id: e.policy,
-        ended_at_ms: rm_proto::UnixMillis::now().0,
-        wall_ms: ms(s.wall),
-        cpu_ms: ms(s.cpu),
-        peak_rss_bytes: s.peak_rss_bytes,
-        average_millicores: s.average_millicores,
-        busiest_millicores: s.busiest_millicores,
-    };
-    let policy = e.policy;
-    let recorded = daemon
-        .journal
-        .with(move |j| {
-            j.record_usage(&usage)?;
-            j.typical_peak(policy)
-        })
-        .await;
-    match recorded {
-        Ok(peak) => {
-            daemon.admission.set_typical(policy, peak);
-            // The new figure is news for the watchers (the dashboard shows it per target).
-            daemon.publish_status().await;
-        }
-        Err(error) => {
-            tracing::warn!(%error, attempt = %e.attempt, "the runner's usage was not journalled");
-        }
-    }
-}
-
-/// Each policy's typical peak from the journal (at start).
-async fn load_typical(daemon: &Daemon) {
-    let read = daemon
-        .journal
-        .with(|j| {
-            let mut out = Vec::new();
-            for p in j.list_policies()? {
-                out.push((p.id(), j.typical_peak(p.id())?));
-            }
-            Ok(out)
-        })
-        .await;
-    match read {
-        Ok(peaks) => {
-            for (policy, peak) in peaks {
-                daemon.admission.set_typical(policy, peak);
-            }
-        }
-        Err(error) => tracing::warn!(%error, "the runners' typical peaks could not be read"),
-    }
-}
-
-/// Samples while runners live; sleeps until woken otherwise. Runs until aborted.
-pub async fn run(daemon: Arc<Daemon>) {
-    load_typical(&daemon).await;
-    let mut ticks: u64 = 0;
-    loop {
-        let attempts = match daemon.journal.with(|j| j.uncleaned_attempts()).await {
-            Ok(a) => a,
-            Err(error) => {
-                tracing::warn!(%error, "the meter could not read the journal");
-                Vec::new()
-            }
-        };
-        let live = live_of(&attempts);
-        let holding = holders_of(&attempts);
-        if live.is_empty() && daemon.meters.followed() == 0 {
-            // Attempts still registering hold memory-to-be: admission must see them while the
-            // sampler sleeps (a runner event wakes it, and this is recomputed).
-            publish_reserved(&daemon, &holding);
-            daemon.meters.wake.notified().await;
-            continue;
-        }
-        let meters = Arc::clone(&daemon);
-        let sampled =
-            tokio::task::spawn_blocking(move || meters.meters.tick(&live, Instant::now())).await;
-        match sampled {
-            Ok(Ok(tick)) => {
-                publish_reserved(&daemon, &holding);
-                if !tick.gone_process.is_empty() {
-                    tracing::info!(attempts = ?tick.gone_process, "a runner process is gone: waking the loops");
-                    daemon.wake.notify_one();
-                }
-                for e in tick.ended {
-                    record(&daemon, e).await;
-                }
-                ticks += 1;
-                if ticks % PUBLISH_EVERY_TICKS == 1 || tick.first_sampled > 0 {
-                    daemon.publish_status().await;
-                }
-            }
-            Ok(Err(MeterError::Unsupported { what })) => {
-                if !daemon
-                    .meters
-                    .unsupported
-                    .swap(true, std::sync::atomic::Ordering::SeqCst)
-                {
-                    tracing::info!(what, "runners are not metered on this system");
-                }
-                return;
-            }
-            Ok(Err(error)) => tracing::warn!(%error, "a meter sample failed"),
-            Err(error) => tracing::warn!(%error, "the meter's sample did not finish"),
-        }
-        tokio::time::sleep(SAMPLE_EVERY).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rm_core::Outcome;
 
     const MIB: u64 = 1 << 20;
 

@@ -3,12 +3,10 @@
 //! the GitHub adapter places pooled targets through, and the heartbeat that keeps this host's
 //! lease and tells the pool how much room it has.
 
-use super::state::{Changed, Daemon};
 use crate::meta;
 use rm_adapters::pool::{Pool, PoolConfig, PoolHealth};
-use rm_adapters::PoolSlot;
-use rm_agent::JournalPort;
-use rm_core::{Label, Target};
+use rm_adapters::{JournalAdapter, PoolSlot};
+use rm_core::Label;
 use rm_credstore::{SecretStore, StoredCredential};
 use rm_pool::{PoolUrl, Running, StoreSettings};
 use rm_proto::{ApiError, PoolClaimStatus, PoolHostStatus, PoolJoin, PoolRunnerStatus, PoolStatus};
@@ -16,7 +14,6 @@ use secrecy::SecretString;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
-use std::time::Instant;
 
 /// The pool's password's own entry in the credential store (beside the GitHub credential).
 pub const SECRET_ACCOUNT: &str = "pool-password";
@@ -35,7 +32,7 @@ pub struct PoolLink {
 
 /// How often the heartbeat task looks for news to tell the pool (a flag and a counter: no
 /// database statement unless there is news or a heartbeat is due).
-const NEWS_CHECK: Duration = Duration::from_secs(1);
+pub(crate) const NEWS_CHECK: Duration = Duration::from_secs(1);
 
 fn bad(what: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(what.to_string())
@@ -73,6 +70,11 @@ impl PoolLink {
         self.news.store(true, Ordering::Relaxed);
     }
 
+    /// Whether a runner changed since the last look (and forgets it).
+    pub(crate) fn take_news(&self) -> bool {
+        self.news.swap(false, Ordering::Relaxed)
+    }
+
     pub fn pool(&self) -> Option<Arc<Pool>> {
         self.slot
             .read()
@@ -94,9 +96,8 @@ impl PoolLink {
 
     /// The pool kept in the journal, if this host joined one (a damaged entry is logged and
     /// the host serves alone until it joins again).
-    pub async fn restore(&self, daemon: &Daemon) {
-        let stored = daemon
-            .journal
+    pub async fn restore(&self, journal: &JournalAdapter) {
+        let stored = journal
             .with(|j| {
                 Ok((
                     j.meta_get(meta::POOL_URL)?,
@@ -138,7 +139,14 @@ impl PoolLink {
 
     /// Joins the pool `join` names: checked here, then against the database (its schema set
     /// up or migrated, this host's first heartbeat) before anything is kept.
-    pub async fn join(&self, daemon: &Arc<Daemon>, join: PoolJoin) -> Result<PoolStatus, ApiError> {
+    /// Joins a pool: checked, kept in the journal and the credential store, then in force (the
+    /// caller wakes the loops).
+    pub(crate) async fn join(
+        &self,
+        journal: &JournalAdapter,
+        join: PoolJoin,
+        room: Room,
+    ) -> Result<PoolStatus, ApiError> {
         if let Some(current) = self.pool() {
             return Err(ApiError::conflict(format!(
                 "this host is in the pool '{}' at {} already: `runner-manager pool leave` first",
@@ -174,7 +182,6 @@ impl PoolLink {
             label: label.clone(),
             settings: self.settings(&host),
         }));
-        let room = room(daemon).await;
         pool.heartbeat(room.capacity, room.free, room.running.as_deref())
             .await
             .map_err(|e| bad(format!("{e} (this host did not join)")))?;
@@ -191,8 +198,7 @@ impl PoolLink {
         let kept = match secret {
             Ok(()) => {
                 let (u, l, h) = (url.to_string(), label.clone(), host.clone());
-                daemon
-                    .journal
+                journal
                     .with(move |j| {
                         j.meta_set(meta::POOL_URL, &u)?;
                         j.meta_set(meta::POOL_LABEL, &l)?;
@@ -212,13 +218,12 @@ impl PoolLink {
         }
         tracing::info!(address = %url.address(), %label, %host, "joined the pool");
         self.set(Some(Arc::clone(&pool)));
-        daemon.after(Changed::Loops).await;
         Ok(status_of(&pool))
     }
 
     /// Leaves the pool: its claims go at once (when the database answers; else they lapse with
     /// this host's lease), the settings and the password are forgotten.
-    pub async fn leave(&self, daemon: &Arc<Daemon>) -> Result<(), ApiError> {
+    pub(crate) async fn leave(&self, journal: &JournalAdapter) -> Result<(), ApiError> {
         let Some(pool) = self.pool() else {
             return Err(ApiError::not_found(
                 "this host is in no pool (`runner-manager pool join` joins one)",
@@ -227,8 +232,7 @@ impl PoolLink {
         if let Err(error) = pool.leave().await {
             tracing::warn!(%error, "the pool was not told: this host's claims lapse with its lease");
         }
-        daemon
-            .journal
+        journal
             .with(|j| {
                 j.meta_delete(meta::POOL_URL)?;
                 j.meta_delete(meta::POOL_LABEL)?;
@@ -241,7 +245,6 @@ impl PoolLink {
         }
         self.set(None);
         tracing::info!(label = %pool.label(), "left the pool");
-        daemon.after(Changed::Loops).await;
         Ok(())
     }
 
@@ -251,59 +254,15 @@ impl PoolLink {
 }
 
 /// What this host tells the pool of itself at each heartbeat.
-struct Room {
-    capacity: u32,
-    free: u32,
+pub(crate) struct Room {
+    pub capacity: u32,
+    pub free: u32,
     /// Its runners, each with the job it was seen to take: who runs what (`None` when the
     /// journal could not be read: the pool keeps what it was told last).
-    running: Option<Vec<Running>>,
+    pub running: Option<Vec<Running>>,
 }
 
-/// The host's capacity, its free slots and its runners now (the pool's view of this host).
-async fn room(daemon: &Daemon) -> Room {
-    let capacity = daemon.journal.host_capacity().await.unwrap_or(0);
-    let active = daemon
-        .journal
-        .active_counts()
-        .await
-        .map(|c| c.total)
-        .unwrap_or(capacity);
-    let read = daemon
-        .journal
-        .with(|j| Ok((j.uncleaned_attempts()?, j.list_policies()?)))
-        .await;
-    let running = match read {
-        Ok((attempts, policies)) => Some(
-            attempts
-                .iter()
-                .map(|a| {
-                    let job = super::status::job_of(&daemon.client, a.runner_name());
-                    Running {
-                        runner: a.runner_name().to_string(),
-                        target: policies
-                            .iter()
-                            .find(|p| p.id() == a.policy_id())
-                            .map(|p| p.target().to_string())
-                            .unwrap_or_default(),
-                        job_id: job.as_ref().and_then(|j| j.id),
-                        job_name: job.and_then(|j| j.name),
-                    }
-                })
-                .collect(),
-        ),
-        Err(error) => {
-            tracing::debug!(%error, "pool heartbeat: this host's runners");
-            None
-        }
-    };
-    Room {
-        capacity,
-        free: capacity.saturating_sub(active),
-        running,
-    }
-}
-
-fn status_of(pool: &Pool) -> PoolStatus {
+pub(crate) fn status_of(pool: &Pool) -> PoolStatus {
     let (state, message, since) = match pool.health() {
         PoolHealth::Connecting => ("connecting", None, None),
         PoolHealth::Connected => ("connected", None, None),
@@ -356,86 +315,5 @@ fn status_of(pool: &Pool) -> PoolStatus {
                 runner: c.runner,
             })
             .collect(),
-    }
-}
-
-/// Keeps this host's lease: a heartbeat every third of the lease while it is in a pool (and
-/// the database is asked again after a failure, so launching resumes by itself), and sooner,
-/// within [`NEWS_CHECK`], when its runners changed or a runner's job was learnt, so the pool's
-/// "who runs what" and free room follow the jobs; watchers hear when the pool's view changes.
-pub async fn heartbeat(daemon: Arc<Daemon>) {
-    let every = daemon.pool.lease / 3;
-    let mut last: Option<PoolStatus> = None;
-    let mut last_beat: Option<Instant> = None;
-    let mut jobs_seen = daemon.client.runner_jobs_version();
-    loop {
-        if let Some(pool) = daemon.pool.pool() {
-            let jobs_now = daemon.client.runner_jobs_version();
-            let news = daemon.pool.news.swap(false, Ordering::Relaxed) || jobs_now != jobs_seen;
-            if news || last_beat.is_none_or(|t| t.elapsed() >= every) {
-                jobs_seen = jobs_now;
-                last_beat = Some(Instant::now());
-                let room = room(&daemon).await;
-                if let Err(error) = pool
-                    .heartbeat(room.capacity, room.free, room.running.as_deref())
-                    .await
-                {
-                    tracing::debug!(%error, "pool heartbeat");
-                }
-                let now = status_of(&pool);
-                if last.as_ref() != Some(&now) {
-                    let was_down = last
-                        .as_ref()
-                        .is_some_and(|l| matches!(l.state.as_str(), "unreachable" | "refused"));
-                    if was_down && now.state == "connected" {
-                        // Back: pooled launches were held meanwhile; look again now.
-                        daemon.wake.notify_one();
-                    }
-                    last = Some(now);
-                    daemon.publish_status().await;
-                }
-            }
-        } else {
-            last = None;
-            last_beat = None;
-        }
-        tokio::time::sleep(NEWS_CHECK.min(every)).await;
-    }
-}
-
-/// How long the news listener waits before looking whether the pool changed (joined, left).
-const NEWS_RELOOK: Duration = Duration::from_secs(1);
-
-/// Wakes a target's loop as soon as another host tells news of it (heard through the pool
-/// connection, see [`rm_pool::news`]): its reader published queued jobs no host claimed, so a
-/// host with room starts a runner now; or one of its runners ended, so the target's reader
-/// reads GitHub's queue now, as a single host does at its own runners' ends. On a host that
-/// is not the reader a pass costs the database a read or two and GitHub nothing.
-pub async fn news(daemon: Arc<Daemon>) {
-    loop {
-        let Some(pool) = daemon.pool.pool() else {
-            tokio::time::sleep(NEWS_RELOOK).await;
-            continue;
-        };
-        let news = pool.news();
-        drop(pool);
-        let Ok(targets) = tokio::time::timeout(NEWS_RELOOK, news.next()).await else {
-            continue;
-        };
-        let Some(fleet) = daemon.fleet.get() else {
-            continue;
-        };
-        for name in targets {
-            match name.parse::<Target>() {
-                Ok(target) => {
-                    if fleet.wake(&target) {
-                        tracing::debug!(gh_target = %target, "pool news from another host; looking now");
-                    }
-                }
-                Err(error) => {
-                    tracing::debug!(%error, target = %name, "pool news about an unknown target")
-                }
-            }
-        }
     }
 }

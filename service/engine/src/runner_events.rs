@@ -3,8 +3,9 @@
 //! took (from GitHub's job listings, which demand reads anyway). A cleaned runner's job is
 //! forgotten, so the client's memory of runner jobs stays bounded by what is live.
 
-use super::status::{job_of, via};
+use super::status::job_of;
 use super::watchers::Watchers;
+use crate::wire::via;
 use rm_adapters::JournalAdapter;
 use rm_agent::{AgentEvent, EventKind};
 use rm_core::{AttemptId, Outcome};

@@ -7,33 +7,13 @@
 
 use crate::gate::Gate;
 use crate::meta;
-use crate::status::journal_error;
+pub use crate::wire::Refusal;
 use rm_adapters::JournalAdapter;
-use rm_proto::{ApiError, HostCachesChange, HostEnvChange};
+use rm_proto::{HostCachesChange, HostEnvChange};
 use rm_runner::{CacheSettings, RunnerEnv};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
-
-/// Why a change was not made. Nothing was written either way.
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    /// The change itself is wrong; the message names the fix.
-    #[error("{0}")]
-    Invalid(String),
-    /// The journal could not be written.
-    #[error(transparent)]
-    Journal(#[from] rm_agent::JournalError),
-}
-
-impl From<Refusal> for ApiError {
-    fn from(r: Refusal) -> ApiError {
-        match r {
-            Refusal::Invalid(why) => ApiError::bad_request(why),
-            Refusal::Journal(e) => journal_error(e),
-        }
-    }
-}
 
 /// Launching paused by the operator: the journal's flag and the gate the loops read.
 pub struct Paused {

@@ -17,7 +17,6 @@ use super::watchers::Watchers;
 use crate::service_store::ServiceStore;
 use rm_adapters::JournalAdapter;
 use rm_github::GitHubClient;
-use rm_proto::WatchMessage;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -41,23 +40,6 @@ pub struct Parts {
     pub job_caps: rm_runner::sandbox::JobCaps,
     /// The pool of hosts (none joined yet: see `PoolLink::restore`).
     pub pool: super::pool_link::PoolLink,
-}
-
-/// What changed, for [`Daemon::after`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Changed {
-    /// Only what status shows (the runner environment, a check's answer): the watchers hear.
-    Shown,
-    /// What the loops act on (a target's settings, pause, capacity, admission, the pool): they
-    /// look again now.
-    Loops,
-    /// The set of targets: the loops, and the GitHub checks again in the background.
-    Targets,
-    /// The client's own auth state (a renewal, a refusal): the auth events and the checks,
-    /// without waking the loops (they see it at their next pass).
-    Auth,
-    /// A credential stored or removed: the auth events, the checks, and the loops now.
-    Credential,
 }
 
 pub struct Daemon {
@@ -130,46 +112,6 @@ impl Daemon {
             sandboxes: parts.sandboxes,
             fleet: std::sync::OnceLock::new(),
             pool: parts.pool,
-        }
-    }
-
-    /// Who hears of a change, once: the auth events and the GitHub checks for the credential,
-    /// the loops for what they act on, then the watchers (the status built once). The set of
-    /// targets also re-runs the GitHub checks in the background (a host without targets stays
-    /// off the network), and their answer is published when it comes.
-    pub async fn after(self: &Arc<Self>, changed: Changed) {
-        if matches!(changed, Changed::Auth | Changed::Credential) {
-            super::auth_watch::tell_auth(self).await;
-            // The doctor's credential line follows the credential (no "no credential" after
-            // sign-in).
-            self.doctor.recheck_github(self).await;
-        }
-        if matches!(
-            changed,
-            Changed::Loops | Changed::Targets | Changed::Credential
-        ) {
-            self.wake.notify_one();
-        }
-        if matches!(changed, Changed::Targets) {
-            let daemon = Arc::clone(self);
-            tokio::spawn(async move {
-                daemon.doctor.recheck_github(&daemon).await;
-                daemon.publish_status().await;
-            });
-        }
-        self.publish_status().await;
-    }
-
-    /// Publishes the full status again (after a change), when anyone watches.
-    pub async fn publish_status(&self) {
-        if !self.watchers.any() {
-            return;
-        }
-        match super::status::build(self).await {
-            Ok(status) => self.watchers.publish(WatchMessage::Changed {
-                status: Box::new(status),
-            }),
-            Err(e) => tracing::warn!(error = %e, "status could not be built for the watchers"),
         }
     }
 }

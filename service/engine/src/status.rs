@@ -4,31 +4,13 @@
 //! problems, host checks). Nothing secret is read here.
 
 use super::state::{meta, Daemon};
+use crate::wire::{journal_error, via};
 use rm_core::{Attempt, Host, Policy, PolicyId, ProfileName, RoutingPrefix};
 use rm_proto::{
     ApiError, AuthState, Budget, GitHubEndpoints, GitHubHealth, GitHubHealthState, HostStatus,
     JobRef, RunnerStatus, Status, TargetKind, TargetSpend, TargetStatus, UnixMillis,
 };
-use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
-
-/// The domain's snake_case names are the wire's: read one through the proto type's serde
-/// (an unknown name reads as the type's `unknown`).
-pub fn via<T: DeserializeOwned>(text: &str, fallback: T) -> T {
-    serde_json::from_value(serde_json::Value::String(text.to_string())).unwrap_or(fallback)
-}
-
-pub fn journal_error(e: rm_agent::JournalError) -> ApiError {
-    match e {
-        rm_agent::JournalError::Conflict { .. } => ApiError::conflict(format!(
-            "{e}: it changed meanwhile; read it again (`runner-manager status`) and retry"
-        )),
-        rm_agent::JournalError::NotFound { .. } => ApiError::not_found(e.to_string()),
-        rm_agent::JournalError::Unavailable { .. } => ApiError::service_unavailable(format!(
-            "{e}: see the service's log (`journalctl -u runner-manager`)"
-        )),
-    }
-}
 
 /// This host with the admission settings in force.
 pub fn host_status(

@@ -9,7 +9,7 @@
 //!
 //! [`Updater`] checks every [`CHECK_EVERY`] (± 10 % jitter, first check a few minutes after
 //! start), quietly when the feed cannot be reached. In `auto` mode a newer, verified release is
-//! handed to the service's ending ([`crate::run`]): it stops launching, waits without a
+//! handed to the service's ending (`run.rs`): it stops launching, waits without a
 //! deadline for running jobs, stops serving, and calls [`swap::swap_and_exec`].
 
 pub mod feed;

@@ -1,10 +1,11 @@
 //! The credential: handed over, removed; the service's own sign-in sessions.
 
 use super::bad;
+use crate::changes::Changed;
 use crate::credential::{self, AskGitHub};
 use crate::engine::Engine;
-use crate::state::{meta, Changed};
-use crate::status::journal_error;
+use crate::state::meta;
+use crate::wire::journal_error;
 use rm_proto::{ApiError, CredentialPut, Peer, SignInSession, SignInStart};
 use secrecy::SecretString;
 use std::sync::Arc;

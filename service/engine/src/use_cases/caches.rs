@@ -3,7 +3,7 @@
 use super::bad;
 use crate::engine::Engine;
 use crate::state::Daemon;
-use crate::status::journal_error;
+use crate::wire::journal_error;
 use rm_proto::{ApiError, Peer};
 use std::sync::Arc;
 

@@ -2,9 +2,10 @@
 //! runner environment.
 
 use super::check_capacity;
+use crate::changes::Changed;
 use crate::engine::Engine;
-use crate::state::Changed;
-use crate::status::{self, journal_error};
+use crate::status;
+use crate::wire::journal_error;
 use rm_proto::{
     ApiError, EnvVar, HostAdmission, HostAdmissionChange, HostCapacity, HostEnv, HostEnvChange,
     HostStatus, Peer,

@@ -8,9 +8,10 @@ mod caches;
 mod host;
 mod targets;
 
+use crate::changes::Changed;
 use crate::engine::Engine;
-use crate::state::Changed;
-use crate::status::{self, journal_error};
+use crate::status;
+use crate::wire::journal_error;
 use crate::MAX_CAPACITY;
 use rm_core::Policy;
 use rm_proto::{ApiError, DoctorReport, PauseState, Peer, Status, TargetStatus, WatchStart};
@@ -65,7 +66,11 @@ impl Engine {
     }
 
     pub async fn host_doctor(&self) -> Result<DoctorReport, ApiError> {
-        let report = self.daemon.doctor.run(&self.daemon).await;
+        let report = self
+            .daemon
+            .doctor
+            .run(&self.daemon.client, &self.daemon.journal)
+            .await;
         self.daemon.after(Changed::Shown).await;
         Ok(report)
     }
@@ -80,11 +85,21 @@ impl Engine {
         &self,
         join: rm_proto::PoolJoin,
     ) -> Result<rm_proto::PoolStatus, ApiError> {
-        self.daemon.pool.join(&self.daemon, join).await
+        // The pool hears this host's room at once: joining is its first heartbeat.
+        let room = crate::pool_tasks::room(&self.daemon).await;
+        let joined = self
+            .daemon
+            .pool
+            .join(&self.daemon.journal, join, room)
+            .await?;
+        self.daemon.after(Changed::Loops).await;
+        Ok(joined)
     }
 
     pub async fn leave_pool(&self) -> Result<(), ApiError> {
-        self.daemon.pool.leave(&self.daemon).await
+        self.daemon.pool.leave(&self.daemon.journal).await?;
+        self.daemon.after(Changed::Loops).await;
+        Ok(())
     }
 
     pub async fn why(&self) -> Result<rm_proto::WhyReport, ApiError> {

@@ -1,9 +1,10 @@
 //! Targets: add, change, remove; the policy a request names and the answer about it.
 
 use super::{bad, check_capacity};
+use crate::changes::Changed;
 use crate::engine::Engine;
-use crate::state::Changed;
-use crate::status::{self, journal_error};
+use crate::status;
+use crate::wire::journal_error;
 use rm_core::{
     Label, LabelSet, Policy, PolicyId, PolicySpec, PolicyState, ProfileName, RoutingPrefix, Target,
     WorkspaceMode,
