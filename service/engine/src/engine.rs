@@ -56,9 +56,9 @@ pub struct Engine {
     pub(crate) sign_in: Arc<SignIns>,
 }
 
-/// The engine's tasks: its own (host checks at start, auth and health watch, meter,
-/// admission recheck, pool heartbeat and news; none ends by itself before [`Tasks::stop`],
-/// which aborts them all) and, once started, the loops.
+/// The engine's tasks: its own (host checks at start, which end once run; auth and health
+/// watch, meter, admission recheck, pool heartbeat and news, which run until
+/// [`Tasks::stop`] aborts them all) and, once started, the loops.
 pub struct Tasks {
     engine: Engine,
     tasks: JoinSet<()>,
